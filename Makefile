@@ -1,0 +1,48 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SAMPLE_DB := build/sample/state.db
+HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
+
+.PHONY: run test lint typecheck lock clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-installed: requirements.lock pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@ $(VENV)/.run-installed
+
+## run: install, then run kindling's main job on your Hermes sessions (or the bundled sample data)
+run: $(VENV)/.run-installed
+	@SRC="$(HERMES_DB)"; \
+	if [ ! -f "$$SRC" ]; then SRC="$(SAMPLE_DB)"; \
+	  echo "No $(HERMES_DB): using the bundled sample data ($$SRC)."; \
+	  $(BIN)/kindling sample "$$SRC" --quiet; fi; \
+	$(BIN)/kindling sessions "$$SRC"
+
+## test: install dev extras, lint, type-check, run the whole suite
+test: $(VENV)/.dev-installed lint typecheck
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+## lock: re-pin dependencies after changing pyproject.toml (needs uv: pip install uv)
+lock:
+	uv pip compile pyproject.toml --extra plot --universal --python-version 3.10 -o requirements.lock
+	uv pip compile pyproject.toml --extra dev --universal --python-version 3.10 -o requirements-dev.lock
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The ``kindling`` command-line interface."""

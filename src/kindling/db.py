@@ -1,0 +1,133 @@
+"""SQL plumbing shared by every SQL-backed store: engines, migrations and error translation.
+
+A store names its database either as a file path (SQLite, opened in WAL mode) or as a URL
+(``sqlite:///...``, ``postgresql://...``). ``postgresql://`` URLs use psycopg 3. Migrations are
+numbered functions (``m001_initial``, ...) applied in order and recorded per component in the
+``kindling_migrations`` table, so several stores can share one database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from kindling.errors import StoreError
+
+Migration = Callable[[Connection], None]
+
+_migrations_table = sa.Table(
+    "kindling_migrations",
+    sa.MetaData(),
+    sa.Column("component", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("applied_at", sa.String(40), nullable=False),
+)
+
+
+def is_url(target: str | Path) -> bool:
+    """True when ``target`` is a database URL rather than a file path."""
+    return isinstance(target, str) and "://" in target
+
+
+def normalize_url(target: str | Path) -> str:
+    """Turn a path or URL into a SQLAlchemy URL (``postgresql://`` becomes psycopg 3)."""
+    if not is_url(target):
+        return f"sqlite:///{Path(target).expanduser()}"
+    url = str(target)
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def redact_url(target: str | Path) -> str:
+    """Return ``target`` with any password replaced, for messages and logs."""
+    if not is_url(target):
+        return str(target)
+    try:
+        return sa.engine.make_url(normalize_url(target)).render_as_string(hide_password=True)
+    except SQLAlchemyError:
+        return "<unparseable database URL>"
+
+
+def create_engine(target: str | Path, **kwargs: Any) -> Engine:
+    """Create an engine for a path or URL. SQLite files get WAL, a busy timeout and foreign keys.
+
+    Raises StoreError when the URL cannot be parsed or its driver is missing.
+    """
+    url = normalize_url(target)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if url.startswith("sqlite"):
+            connect_args = kwargs.pop("connect_args", {})
+            connect_args.setdefault("timeout", 30)
+            connect_args.setdefault("check_same_thread", False)
+            engine = sa.create_engine(url, connect_args=connect_args, **kwargs)
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            kwargs.setdefault("pool_pre_ping", True)
+            engine = sa.create_engine(url, **kwargs)
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise StoreError(f"Cannot open database {redact_url(target)}: {exc}.", path=str(target)) from exc
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+@contextlib.contextmanager
+def translate_errors(target: str | Path, action: str = "use") -> Iterator[None]:
+    """Turn SQLAlchemy/driver errors raised in the block into one StoreError sentence."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise StoreError(
+            f"Cannot {action} database {redact_url(target)}: {detail}", path=str(target)
+        ) from exc
+
+
+def apply_migrations(engine: Engine, component: str, migrations: Sequence[Migration]) -> list[str]:
+    """Apply, in order, the migrations of ``component`` not yet recorded; return the names applied.
+
+    Each migration runs in its own transaction together with its record, so a crash leaves the
+    database at a known step. On PostgreSQL an advisory lock keeps two processes from migrating
+    the same component at once.
+    """
+    applied: list[str] = []
+    with engine.begin() as conn:
+        _migrations_table.create(conn, checkfirst=True)
+    for migration in migrations:
+        name = migration.__name__
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": component})
+            done = conn.execute(
+                sa.select(_migrations_table.c.name).where(
+                    _migrations_table.c.component == component, _migrations_table.c.name == name
+                )
+            ).first()
+            if done:
+                continue
+            migration(conn)
+            conn.execute(
+                _migrations_table.insert().values(
+                    component=component, name=name, applied_at=datetime.now(timezone.utc).isoformat()
+                )
+            )
+            applied.append(name)
+    return applied

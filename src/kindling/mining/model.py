@@ -1,0 +1,62 @@
+"""What mining produces: the outcome of a tool call and the examples worth keeping.
+
+``Example`` is the unit every later layer works with: templates store examples, warm-up selects
+and renders them. It is a pydantic model because it crosses storage boundaries (JSON files, SQL).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OutcomeStatus(str, Enum):
+    """Whether a tool call worked."""
+
+    OK = "ok"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Outcome(BaseModel):
+    """The status of one tool call and the rule that decided it (e.g. ``"json_success_false"``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: OutcomeStatus
+    rule: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the call worked."""
+        return self.status is OutcomeStatus.OK
+
+    @property
+    def failed(self) -> bool:
+        """True when the call failed."""
+        return self.status is OutcomeStatus.FAILED
+
+
+class Example(BaseModel):
+    """One successful tool call mined from past sessions, with the request that led to it.
+
+    ``result`` is the real tool result (truncated with a visible marker when long; never a
+    placeholder). ``count`` is how many times the same tool was called with the same canonical
+    arguments; ``last_seen`` is the newest session start time (epoch seconds) it was seen in.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    result: str = ""
+    outcome: OutcomeStatus = OutcomeStatus.OK
+    context: str = ""
+    session_id: str = ""
+    source: str = ""
+    position: int = 0
+    count: int = 1
+    last_seen: float | None = None

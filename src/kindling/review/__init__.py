@@ -1,0 +1,1 @@
+"""kindling.review."""

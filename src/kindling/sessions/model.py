@@ -1,0 +1,121 @@
+"""The canonical session model every reader produces and every later layer consumes.
+
+Frozen, slotted dataclasses rather than pydantic models: readers build millions of these on the
+mining hot path, and validation happens where data enters (the readers), not on every copy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as the model made it.
+
+    ``arguments`` is the parsed argument object. When the model sent arguments that are not a
+    JSON object, ``arguments`` is empty and ``raw_arguments`` keeps the text exactly as sent.
+    ``requestor`` is ``"assistant"`` for the agent's own calls; tau2-bench's simulated user
+    can call tools too, and those calls carry ``"user"`` and are never counted as the agent's.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+    requestor: str = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message in OpenAI chat shape.
+
+    Tool results are ``role="tool"`` messages with ``tool_call_id`` naming the call they answer
+    and ``name`` the tool. ``error`` is an explicit error flag from the source (tau2-bench sets
+    one on tool results); ``None`` means the source said nothing.
+    """
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    error: bool | None = None
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One agent session: who ran it, how it ended, and its messages in order.
+
+    ``reward`` is set only where the source records one (tau-bench: 1.0 is success).
+    ``metadata`` holds source-specific extras (task_id, trial, platform, title, ...).
+    """
+
+    id: str
+    source: str
+    messages: tuple[Message, ...] = ()
+    started_at: float | None = None
+    ended_at: float | None = None
+    end_reason: str | None = None
+    model: str | None = None
+    parent_id: str | None = None
+    reward: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def message_count(self) -> int:
+        """Number of messages in the session."""
+        return len(self.messages)
+
+
+@dataclass
+class ReadReport:
+    """What a read saw: counts of what was read and of what was skipped, by reason.
+
+    Readers update the report they are given as they stream, so a caller can show progress and,
+    at the end, say exactly what was skipped and why. Nothing malformed is ever skipped silently.
+    """
+
+    sessions: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` skipped things under ``reason`` (a short, stable, snake_case key)."""
+        self.skipped[reason] += count
+
+    def add_session(self, session: Session) -> None:
+        """Count a session that is about to be yielded, with its messages, calls and results."""
+        self.sessions += 1
+        self.messages += len(session.messages)
+        for message in session.messages:
+            self.tool_calls += len(message.tool_calls)
+            if message.role == "tool":
+                self.tool_results += 1
+
+    def merge(self, other: ReadReport) -> None:
+        """Add another report's counts to this one."""
+        self.sessions += other.sessions
+        self.messages += other.messages
+        self.tool_calls += other.tool_calls
+        self.tool_results += other.tool_results
+        self.skipped.update(other.skipped)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the counts with the documented JSON keys."""
+        return {
+            "sessions": self.sessions,
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "tool_results": self.tool_results,
+            "skipped": dict(sorted(self.skipped.items())),
+        }

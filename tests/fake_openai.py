@@ -1,0 +1,182 @@
+"""A fake OpenAI-compatible server: a real HTTP server on loopback for tests and benchmarks.
+
+It replays a script of chat-completion responses in order and records every request it gets::
+
+    server = FakeOpenAI()
+    server.start()
+    server.script = [tool_call("memory", {"action": "add", ...}), text("Done.")]
+    ... point an OpenAI client at server.base_url ...
+    server.requests[0]["body"]["messages"]
+
+Script items are either a response built by ``text``/``tool_call``/``tool_calls`` or a fault:
+``{"fault": "status", "status": 500}``, ``{"fault": "delay", "seconds": 5}`` (then the next item),
+``{"fault": "malformed"}`` (a 200 whose body is not JSON). When the script is exhausted the
+server answers ``default`` (a plain "Done." reply unless changed).
+
+It also serves ``GET /v1/models`` from ``models`` (a list of model entries, which may carry
+``context_length``) and Ollama's ``POST /api/show`` from ``ollama_show`` (model -> JSON body).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def text(content: str) -> dict[str, Any]:
+    """A scripted assistant reply with text only."""
+    return {"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str]) -> dict[str, Any]:
+    """A scripted assistant reply that calls one or more tools: (name, arguments[, id])."""
+    rendered = []
+    for call in calls:
+        name, arguments = call[0], call[1]
+        call_id = call[2] if len(call) > 2 else f"call_{uuid.uuid4().hex[:12]}"  # type: ignore[misc]
+        rendered.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        )
+    return {
+        "message": {"role": "assistant", "content": None, "tool_calls": rendered},
+        "finish_reason": "tool_calls",
+    }
+
+
+def tool_call(name: str, arguments: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+    """A scripted assistant reply that calls one tool."""
+    return tool_calls((name, arguments, call_id) if call_id else (name, arguments))
+
+
+class FakeOpenAI:
+    """A threaded HTTP server on 127.0.0.1 speaking enough of the OpenAI API for kindling's tests."""
+
+    def __init__(self) -> None:
+        self.script: list[dict[str, Any]] = []
+        self.default: dict[str, Any] = text("Done.")
+        self.requests: list[dict[str, Any]] = []
+        self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model", "owned_by": "kindling"}]
+        self.ollama_show: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (Ollama-style clients append ``/api/...``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.root_url}/v1"
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The bodies of every chat-completion request received, in order."""
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def start(self) -> None:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _read_body(self) -> Any:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    return json.loads(raw) if raw else None
+                except ValueError:
+                    return raw.decode("utf-8", "replace")
+
+            def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                with fake._lock:
+                    fake.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, json.dumps({"object": "list", "data": fake.models}).encode())
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}')
+
+            def do_POST(self) -> None:
+                body = self._read_body()
+                with fake._lock:
+                    fake.requests.append(
+                        {"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body}
+                    )
+                if self.path.startswith("/api/show"):
+                    model = body.get("model") or body.get("name") if isinstance(body, dict) else None
+                    if model in fake.ollama_show:
+                        self._send(200, json.dumps(fake.ollama_show[model]).encode())
+                    else:
+                        self._send(404, b'{"error": "model not found"}')
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                item = fake._next_item()
+                while item.get("fault") == "delay":
+                    time.sleep(float(item.get("seconds", 1)))
+                    item = fake._next_item()
+                if item.get("fault") == "status":
+                    status = int(item.get("status", 500))
+                    self._send(status, json.dumps({"error": {"message": f"scripted {status}"}}).encode())
+                    return
+                if item.get("fault") == "malformed":
+                    self._send(200, b"{this is not json")
+                    return
+                model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
+                self._send(200, json.dumps(fake._completion(item, model)).encode())
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def _next_item(self) -> dict[str, Any]:
+        with self._lock:
+            return self.script.pop(0) if self.script else self.default
+
+    @staticmethod
+    def _completion(item: dict[str, Any], model: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": 0, "message": item["message"], "finish_reason": item.get("finish_reason", "stop")}
+            ],
+            "usage": item.get("usage", {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
+        }
