@@ -1,0 +1,133 @@
+"""Pure rules of the confirmation daemon: digests, roles, whitelists, the high-risk set, names.
+
+Nothing here touches the database or the network, so every rule is testable on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from kindling.errors import InvalidNameError
+
+Role = Literal["agent", "approver", "admin"]
+ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
+
+# What each role may do. Admins may also decide and submit, so that a small deployment can run
+# with one token; the requester-never-decides rule still holds for them.
+PERMISSIONS: dict[str, frozenset[str]] = {
+    "agent": frozenset({"submit", "read_own"}),
+    "approver": frozenset({"decide", "read"}),
+    "admin": frozenset({"submit", "decide", "read", "admin"}),
+}
+
+TOKEN_PREFIX = "kct_"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
+MAX_ACTION_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is calling: the token's id, its name and its role, as checked by the server."""
+
+    token_id: str
+    name: str
+    role: str
+
+    def can(self, permission: str) -> bool:
+        """True when this identity's role grants ``permission``."""
+        return permission in PERMISSIONS.get(self.role, frozenset())
+
+
+def canonical_json(value: Any) -> str:
+    """Return ``value`` as JSON with sorted keys and no spaces, so equal values hash equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_digest(action: str, description: str, details: Any) -> str:
+    """Return the sha256 hex digest binding a decision to exactly what the approver was shown."""
+    payload = canonical_json({"action": action, "description": description, "details": details})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    """Return a fresh random bearer token (shown once, stored only as a hash)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(raw: str) -> str:
+    """Return the sha256 hex digest under which a token is stored."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def csrf_token(secret: str, token_id: str) -> str:
+    """Return the CSRF token of a web session: an HMAC of the signed-in token's id."""
+    return hmac.new(secret.encode("utf-8"), f"csrf:{token_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def check_csrf(secret: str, token_id: str, presented: str | None) -> bool:
+    """True when ``presented`` is the CSRF token of ``token_id`` (compared in constant time)."""
+    return bool(presented) and hmac.compare_digest(csrf_token(secret, token_id), presented or "")
+
+
+def validate_token_name(name: str) -> str:
+    """Return ``name`` when it is a safe token name; raise InvalidNameError otherwise."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidNameError(
+            f"Token name {name!r} is not allowed: use 1-64 letters, digits, '_', '.', '@', ':' or '-', "
+            "starting with a letter or digit.",
+            name=str(name),
+            kind="token",
+        )
+    return name
+
+
+def validate_role(role: str) -> Role:
+    """Return ``role`` when it is one of agent/approver/admin; raise InvalidNameError otherwise."""
+    if role not in ROLES:
+        raise InvalidNameError(
+            f"Role {role!r} is not one of {', '.join(ROLES)}.", name=str(role), kind="role"
+        )
+    return role
+
+
+def validate_action(action: str) -> str:
+    """Return ``action`` stripped when it is a usable action name; raise InvalidNameError otherwise."""
+    cleaned = action.strip() if isinstance(action, str) else ""
+    if not cleaned or len(cleaned) > MAX_ACTION_CHARS or any(ord(ch) < 32 for ch in cleaned):
+        raise InvalidNameError(
+            f"Action {action!r} must be 1-{MAX_ACTION_CHARS} printable characters.",
+            name=str(action),
+            kind="action",
+        )
+    return cleaned
+
+
+def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:
+    """True when ``action`` is in the high-risk set, which no whitelist can auto-approve."""
+    return action in set(high_risk)
+
+
+def rule_matches(rule_action: str, rule_session: str | None, action: str, session_key: str | None) -> bool:
+    """True when a whitelist rule covers ``action`` in ``session_key``.
+
+    A rule's action may be a glob (``read_*``); a rule without a session applies everywhere.
+    """
+    if rule_session is not None and rule_session != session_key:
+        return False
+    return fnmatchcase(action, rule_action)
+
+
+def audit_hash(
+    prev_hash: str, seq: int, at: float, event: str, request_id: str | None, actor: str | None, data: str
+) -> str:
+    """Return the hash of one audit row, chained to the row before it through ``prev_hash``."""
+    body = canonical_json([seq, repr(float(at)), event, request_id, actor, data])
+    return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()

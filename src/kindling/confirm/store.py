@@ -1,0 +1,730 @@
+"""The confirmation state machine in SQL: requests, decisions, expiry, tokens, whitelist, outbox, audit.
+
+Every state change runs in one write transaction that also appends its audit row. Writers are
+serialised (``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock on PostgreSQL) so the
+audit hash chain has one order; on top of that each decision is a conditional
+``UPDATE ... WHERE id = :id AND status = 'pending'``, so exactly one decision ever wins, across
+threads and across daemon processes sharing one database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from kindling.confirm import policy
+from kindling.confirm import tables as t
+from kindling.confirm.settings import ConfirmSettings
+from kindling.db import apply_migrations, create_engine, translate_errors
+from kindling.errors import ConfirmError, InvalidNameError, NotFoundError, StoreError
+
+COMPONENT = "confirm"
+_PG_LOCK_KEY = 0x6B696E646C  # "kindl": one advisory lock serialises the audit chain
+GENESIS_HASH = "0" * 64
+
+Status = Literal["pending", "approved", "denied", "expired", "auto_approved"]
+STATUSES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "auto_approved")
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One confirmation request and, once decided, its decision."""
+
+    id: str
+    action: str
+    description: str
+    details: Any
+    digest: str
+    requester: str
+    session_key: str | None
+    status: str
+    timeout_seconds: int
+    created_at: float
+    expires_at: float
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
+    requester_token: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the public JSON shape of this request (the requester's token id is left out)."""
+        data = asdict(self)
+        data.pop("requester_token")
+        return data
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    """What a submit did: ``pending``, ``auto_approved``, ``duplicate`` (idempotent retry) or ``rate_limited``."""
+
+    kind: Literal["pending", "auto_approved", "duplicate", "rate_limited"]
+    request: Confirmation | None
+    retry_after: int = 0
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A stored token, without its secret."""
+
+    id: str
+    name: str
+    role: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class WhitelistRule:
+    """An auto-approval rule: an action (or glob), global or for one session."""
+
+    id: int
+    action: str
+    session_key: str | None
+    created_by: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One row of the append-only audit log."""
+
+    seq: int
+    at: float
+    event: str
+    request_id: str | None
+    actor: str | None
+    data: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of checking the audit hash chain: ``ok``, rows checked, the first bad row."""
+
+    ok: bool
+    rows: int
+    bad_seq: int | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One notification waiting to be sent (or retried) to one Apprise URL."""
+
+    id: int
+    request_id: str
+    url: str
+    event: str
+    title: str
+    body: str
+    attempts: int
+
+
+class ConfirmationStore:
+    """Requests, decisions, tokens, whitelist rules, outbox and audit in one SQL database.
+
+    ``target`` is a SQLite file path or a ``sqlite://``/``postgresql://`` URL. Raises StoreError
+    when the database cannot be opened or migrated.
+    """
+
+    def __init__(self, target: str | Path, settings: ConfirmSettings | None = None) -> None:
+        self.target = str(target)
+        self.settings = settings or ConfirmSettings(db=self.target)
+        self.engine: Engine = create_engine(target)
+        self._sqlite = self.engine.dialect.name == "sqlite"
+        # On SQLite, queue this process's writers here rather than in SQLite's busy-sleep loop.
+        self._local_write_lock = threading.Lock()
+        with translate_errors(self.target, "migrate"):
+            apply_migrations(self.engine, COMPONENT, t.MIGRATIONS)
+        self._secret: str | None = None
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # -- plumbing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with contextlib.ExitStack() as stack:
+            if self._sqlite:
+                stack.enter_context(self._local_write_lock)
+            stack.enter_context(translate_errors(self.target, "write"))
+            conn = stack.enter_context(self.engine.connect())
+            if self._sqlite:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translate_errors(self.target, "read"), self.engine.connect() as conn:
+            yield conn
+
+    def _audit(
+        self,
+        conn: Connection,
+        event: str,
+        request_id: str | None,
+        actor: str | None,
+        data: dict[str, Any] | None = None,
+        *,
+        at: float | None = None,
+    ) -> None:
+        last = conn.execute(
+            sa.select(t.audit.c.seq, t.audit.c.hash).order_by(t.audit.c.seq.desc()).limit(1)
+        ).first()
+        seq = (last.seq + 1) if last else 1
+        prev = last.hash if last else GENESIS_HASH
+        when = time.time() if at is None else at
+        payload = policy.canonical_json(data or {})
+        conn.execute(
+            t.audit.insert().values(
+                seq=seq,
+                at=when,
+                event=event,
+                request_id=request_id,
+                actor=actor,
+                data=payload,
+                prev_hash=prev,
+                hash=policy.audit_hash(prev, seq, when, event, request_id, actor, payload),
+            )
+        )
+
+    @staticmethod
+    def _row_to_request(row: Any) -> Confirmation:
+        return Confirmation(
+            id=row.id,
+            action=row.action,
+            description=row.description,
+            details=json.loads(row.details),
+            digest=row.digest,
+            requester=row.requester,
+            session_key=row.session_key,
+            status=row.status,
+            timeout_seconds=row.timeout_seconds,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+            decided_at=row.decided_at,
+            decided_by=row.decided_by,
+            reason=row.reason,
+            requester_token=row.requester_token,
+        )
+
+    def secret(self) -> str:
+        """Return the database's secret that signs web-page CSRF tokens (shared by all daemons)."""
+        if self._secret is None:
+            with self._read() as conn:
+                value = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "secret")).scalar()
+            if not value:
+                raise StoreError(
+                    f"{self.target} has no confirm secret; the database is damaged.", path=self.target
+                )
+            self._secret = str(value)
+        return self._secret
+
+    # -- requests -------------------------------------------------------------------------
+    def submit(
+        self,
+        *,
+        action: str,
+        description: str,
+        identity: policy.Identity,
+        details: Any = None,
+        requester: str | None = None,
+        session_key: str | None = None,
+        timeout_seconds: int | None = None,
+        idempotency_key: str | None = None,
+        notify_urls: Sequence[str] | None = None,
+    ) -> SubmitOutcome:
+        """Record a new request; return what happened (pending, auto-approved, duplicate, rate-limited).
+
+        Raises InvalidNameError for an unusable action, ConfirmError(400) for an empty description
+        or details that are not JSON, StoreError when the database fails.
+        """
+        action = policy.validate_action(action)
+        if not isinstance(description, str) or not description.strip():
+            raise ConfirmError("description must be a non-empty string.", status_code=400)
+        try:
+            details_json = policy.canonical_json(details)
+        except (TypeError, ValueError) as exc:
+            raise ConfirmError(f"details cannot be stored as JSON: {exc}.", status_code=400) from None
+        s = self.settings
+        timeout = s.clamp_timeout(timeout_seconds)
+        digest = policy.request_digest(action, description, details)
+        urls = s.notify_urls if notify_urls is None else tuple(notify_urls)
+        with self._write() as conn:
+            now = time.time()
+            if idempotency_key:
+                row = conn.execute(
+                    sa.select(t.requests).where(
+                        t.requests.c.requester_token == identity.token_id,
+                        t.requests.c.idempotency_key == idempotency_key,
+                    )
+                ).first()
+                if row is not None:
+                    return SubmitOutcome("duplicate", self._row_to_request(row))
+            window_start = now - s.rate_window
+            recent = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(t.requests.c.created_at)).where(
+                    t.requests.c.action == action, t.requests.c.created_at > window_start
+                )
+            ).one()
+            if recent[0] >= s.rate_limit:
+                retry_after = max(1, int(recent[1] + s.rate_window - now + 0.999))
+                return SubmitOutcome("rate_limited", None, retry_after=retry_after)
+            rule = (
+                None
+                if policy.is_high_risk(action, s.high_risk)
+                else self._matching_rule(conn, action, session_key)
+            )
+            status = "auto_approved" if rule else "pending"
+            request_id = "cr_" + uuid.uuid4().hex
+            values = {
+                "id": request_id,
+                "action": action,
+                "description": description,
+                "details": details_json,
+                "digest": digest,
+                "requester": requester or identity.name,
+                "requester_token": identity.token_id,
+                "session_key": session_key,
+                "status": status,
+                "timeout_seconds": timeout,
+                "created_at": now,
+                "expires_at": now + timeout,
+                "decided_at": now if rule else None,
+                "decided_by": f"whitelist:{rule.id}" if rule else None,
+                "reason": f"whitelist rule {rule.id} ({rule.action})" if rule else None,
+                "idempotency_key": idempotency_key or None,
+            }
+            conn.execute(t.requests.insert().values(**values))
+            audit_data = {
+                "action": action,
+                "digest": digest,
+                "requester": values["requester"],
+                "session_key": session_key,
+                "timeout_seconds": timeout,
+            }
+            if rule:
+                self._audit(
+                    conn, "auto_approved", request_id, identity.name, {**audit_data, "rule": rule.id}, at=now
+                )
+            else:
+                self._audit(conn, "submitted", request_id, identity.name, audit_data, at=now)
+                for url in urls:
+                    conn.execute(
+                        t.outbox.insert().values(
+                            request_id=request_id,
+                            url=url,
+                            event="submitted",
+                            title=f"Confirmation needed: {action}",
+                            body=f"{description}\n\nrequest {request_id} · digest {digest[:16]} · "
+                            f"expires in {timeout}s",
+                            status="pending",
+                            attempts=0,
+                            next_attempt_at=now,
+                            created_at=now,
+                        )
+                    )
+            row = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).one()
+            return SubmitOutcome(status, self._row_to_request(row))  # type: ignore[arg-type]
+
+    def get(self, request_id: str) -> Confirmation:
+        """Return one request. Raises NotFoundError when there is none with that id."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).first()
+        if row is None:
+            raise NotFoundError(f"No confirmation request {request_id!r}.", kind="request", name=request_id)
+        return self._row_to_request(row)
+
+    def list_requests(
+        self,
+        *,
+        status: str | None = None,
+        requester_token: str | None = None,
+        limit: int = 100,
+        newest_first: bool = True,
+    ) -> list[Confirmation]:
+        """Return requests, optionally only one status or one requester's, newest first by default."""
+        query = sa.select(t.requests)
+        if status:
+            query = query.where(t.requests.c.status == status)
+        if requester_token:
+            query = query.where(t.requests.c.requester_token == requester_token)
+        order = t.requests.c.created_at.desc() if newest_first else t.requests.c.created_at.asc()
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(order).limit(max(1, limit))).all()
+        return [self._row_to_request(r) for r in rows]
+
+    def decide(
+        self,
+        request_id: str,
+        decision: Literal["approved", "denied"],
+        *,
+        identity: policy.Identity,
+        reason: str | None = None,
+        digest: str | None = None,
+        claimed_name: str | None = None,
+    ) -> Confirmation:
+        """Approve or deny a pending request; exactly one decision per request ever wins.
+
+        Raises NotFoundError (unknown id), ConfirmError 403 (the requester deciding its own
+        request), 412 (``digest`` differs from what is stored), 409 (already resolved or expired).
+        """
+        if decision not in ("approved", "denied"):
+            raise ConfirmError(f"Unknown decision {decision!r}.", status_code=400)
+        with self._write() as conn:
+            row = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).first()
+            if row is None:
+                raise NotFoundError(
+                    f"No confirmation request {request_id!r}.", kind="request", name=request_id
+                )
+            if row.requester_token == identity.token_id:
+                raise ConfirmError("The requester of a request can never decide it.", status_code=403)
+            if digest is not None and digest != row.digest:
+                raise ConfirmError(
+                    "The request differs from what you were shown (digest mismatch); reload and decide again.",
+                    status_code=412,
+                )
+            now = time.time()
+            result = conn.execute(
+                t.requests.update()
+                .where(
+                    t.requests.c.id == request_id,
+                    t.requests.c.status == "pending",
+                    t.requests.c.expires_at > now,
+                )
+                .values(status=decision, decided_at=now, decided_by=identity.name, reason=reason)
+            )
+            if result.rowcount == 1:
+                data: dict[str, Any] = {"digest": row.digest}
+                if reason:
+                    data["reason"] = reason
+                if claimed_name and claimed_name != identity.name:
+                    data["claimed_name"] = claimed_name
+                self._audit(conn, decision, request_id, identity.name, data, at=now)
+                fresh = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).one()
+                return self._row_to_request(fresh)
+            if row.status == "pending":
+                # Past its timeout but not yet swept: a timeout denies, so expire it now.
+                self._expire_one(conn, request_id, now)
+                raise ConfirmError(f"Request {request_id} has expired.", status_code=409)
+        raise ConfirmError(f"Request {request_id} is already {row.status}.", status_code=409)
+
+    def _expire_one(self, conn: Connection, request_id: str, now: float) -> bool:
+        result = conn.execute(
+            t.requests.update()
+            .where(
+                t.requests.c.id == request_id,
+                t.requests.c.status == "pending",
+                t.requests.c.expires_at <= now,
+            )
+            .values(status="expired", decided_at=now, decided_by="timeout", reason="timed out")
+        )
+        if result.rowcount == 1:
+            self._audit(conn, "expired", request_id, "timeout", {}, at=now)
+            return True
+        return False
+
+    def expire_due(self, now: float | None = None) -> list[str]:
+        """Mark every pending request past its timeout ``expired``; return their ids."""
+        when = time.time() if now is None else now
+        with self._read() as conn:
+            due = (
+                conn.execute(
+                    sa.select(t.requests.c.id)
+                    .where(t.requests.c.status == "pending", t.requests.c.expires_at <= when)
+                    .limit(500)
+                )
+                .scalars()
+                .all()
+            )
+        if not due:
+            return []
+        expired: list[str] = []
+        with self._write() as conn:
+            for request_id in due:
+                if self._expire_one(conn, request_id, when):
+                    expired.append(request_id)
+        return expired
+
+    def next_expiry(self) -> float | None:
+        """Return the earliest ``expires_at`` among pending requests, or None."""
+        with self._read() as conn:
+            value = conn.execute(
+                sa.select(sa.func.min(t.requests.c.expires_at)).where(t.requests.c.status == "pending")
+            ).scalar()
+        return float(value) if value is not None else None
+
+    def counts(self) -> dict[str, int]:
+        """Return how many requests are in each status."""
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(t.requests.c.status, sa.func.count()).group_by(t.requests.c.status)
+            ).all()
+        found = {status: int(n) for status, n in rows}
+        return {status: found.get(status, 0) for status in STATUSES}
+
+    # -- tokens ---------------------------------------------------------------------------
+    def create_token(self, role: str, name: str) -> tuple[TokenInfo, str]:
+        """Create a token; return its record and the raw secret (shown once, stored hashed).
+
+        Raises InvalidNameError for a bad role or name, ConfirmError(409) when the name is taken.
+        """
+        policy.validate_role(role)
+        policy.validate_token_name(name)
+        raw = policy.new_token()
+        info = TokenInfo(
+            id="tok_" + secrets.token_hex(8), name=name, role=role, created_at=time.time(), revoked_at=None
+        )
+        with self._write() as conn:
+            taken = conn.execute(sa.select(t.tokens.c.id).where(t.tokens.c.name == name)).first()
+            if taken:
+                raise ConfirmError(f"A token named {name!r} already exists.", status_code=409)
+            conn.execute(
+                t.tokens.insert().values(
+                    id=info.id,
+                    name=name,
+                    role=role,
+                    token_hash=policy.hash_token(raw),
+                    created_at=info.created_at,
+                    revoked_at=None,
+                )
+            )
+            self._audit(conn, "token_created", None, name, {"role": role, "token_id": info.id})
+        return info, raw
+
+    def bootstrap_admin(self, name: str = "admin") -> str | None:
+        """On a database with no tokens at all, create an admin token and return it; else None."""
+        with self._write() as conn:
+            if conn.execute(sa.select(sa.func.count()).select_from(t.tokens)).scalar():
+                return None
+            raw = policy.new_token()
+            token_id = "tok_" + secrets.token_hex(8)
+            conn.execute(
+                t.tokens.insert().values(
+                    id=token_id,
+                    name=name,
+                    role="admin",
+                    token_hash=policy.hash_token(raw),
+                    created_at=time.time(),
+                    revoked_at=None,
+                )
+            )
+            self._audit(
+                conn, "token_created", None, name, {"role": "admin", "token_id": token_id, "bootstrap": True}
+            )
+            return raw
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Return every token (revoked ones too), oldest first, without secrets."""
+        with self._read() as conn:
+            rows = conn.execute(sa.select(t.tokens).order_by(t.tokens.c.created_at)).all()
+        return [TokenInfo(r.id, r.name, r.role, r.created_at, r.revoked_at) for r in rows]
+
+    def revoke_token(self, name: str, *, actor: str = "cli") -> TokenInfo:
+        """Revoke a token by name; return it. Raises NotFoundError when there is no such live token."""
+        with self._write() as conn:
+            now = time.time()
+            result = conn.execute(
+                t.tokens.update()
+                .where(t.tokens.c.name == name, t.tokens.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+            if result.rowcount != 1:
+                raise NotFoundError(f"No live token named {name!r}.", kind="token", name=name)
+            self._audit(conn, "token_revoked", None, actor, {"name": name})
+            r = conn.execute(sa.select(t.tokens).where(t.tokens.c.name == name)).one()
+        return TokenInfo(r.id, r.name, r.role, r.created_at, r.revoked_at)
+
+    def authenticate(self, raw: str | None) -> policy.Identity | None:
+        """Return the identity behind a raw bearer token, or None when it is unknown or revoked."""
+        if not raw or not raw.startswith(policy.TOKEN_PREFIX) or len(raw) > 200:
+            return None
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(t.tokens).where(
+                    t.tokens.c.token_hash == policy.hash_token(raw), t.tokens.c.revoked_at.is_(None)
+                )
+            ).first()
+        return policy.Identity(row.id, row.name, row.role) if row else None
+
+    # -- whitelist ------------------------------------------------------------------------
+    def _matching_rule(self, conn: Connection, action: str, session_key: str | None) -> WhitelistRule | None:
+        for r in conn.execute(sa.select(t.whitelist).order_by(t.whitelist.c.id)).all():
+            if policy.rule_matches(r.action, r.session_key, action, session_key):
+                return WhitelistRule(r.id, r.action, r.session_key, r.created_by, r.created_at)
+        return None
+
+    def add_rule(self, action: str, session_key: str | None = None, *, actor: str = "cli") -> WhitelistRule:
+        """Add a whitelist rule (global when ``session_key`` is None); return it.
+
+        A rule naming a high-risk action is refused with InvalidNameError: it could never apply.
+        """
+        action = policy.validate_action(action)
+        if policy.is_high_risk(action, self.settings.high_risk):
+            raise InvalidNameError(
+                f"{action} is high-risk and can never be auto-approved.", name=action, kind="action"
+            )
+        with self._write() as conn:
+            now = time.time()
+            result = conn.execute(
+                t.whitelist.insert().values(
+                    action=action, session_key=session_key, created_by=actor, created_at=now
+                )
+            )
+            rule_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+            self._audit(
+                conn,
+                "whitelist_added",
+                None,
+                actor,
+                {"rule": rule_id, "action": action, "session_key": session_key},
+            )
+        return WhitelistRule(rule_id, action, session_key, actor, now)
+
+    def list_rules(self) -> list[WhitelistRule]:
+        """Return every whitelist rule, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(sa.select(t.whitelist).order_by(t.whitelist.c.id)).all()
+        return [WhitelistRule(r.id, r.action, r.session_key, r.created_by, r.created_at) for r in rows]
+
+    def remove_rule(self, rule_id: int, *, actor: str = "cli") -> None:
+        """Remove a whitelist rule. Raises NotFoundError when there is none with that id."""
+        with self._write() as conn:
+            result = conn.execute(t.whitelist.delete().where(t.whitelist.c.id == rule_id))
+            if result.rowcount != 1:
+                raise NotFoundError(f"No whitelist rule {rule_id}.", kind="whitelist rule", name=str(rule_id))
+            self._audit(conn, "whitelist_removed", None, actor, {"rule": rule_id})
+
+    # -- outbox ---------------------------------------------------------------------------
+    def claim_outbox(self, *, limit: int = 20, lease_seconds: float = 60.0) -> list[OutboxItem]:
+        """Lease up to ``limit`` due notifications to this worker; a crashed worker's lease runs out."""
+        with self._write() as conn:
+            now = time.time()
+            rows = conn.execute(
+                sa.select(t.outbox)
+                .where(
+                    t.outbox.c.status == "pending",
+                    t.outbox.c.next_attempt_at <= now,
+                    sa.or_(t.outbox.c.claimed_until.is_(None), t.outbox.c.claimed_until < now),
+                )
+                .order_by(t.outbox.c.id)
+                .limit(limit)
+            ).all()
+            if rows:
+                conn.execute(
+                    t.outbox.update()
+                    .where(t.outbox.c.id.in_([r.id for r in rows]))
+                    .values(claimed_until=now + lease_seconds)
+                )
+        return [OutboxItem(r.id, r.request_id, r.url, r.event, r.title, r.body, r.attempts) for r in rows]
+
+    def finish_outbox(self, item: OutboxItem, *, ok: bool, error: str | None = None) -> None:
+        """Record one delivery attempt: sent, or failed and scheduled for retry (or given up)."""
+        s = self.settings
+        with self._write() as conn:
+            now = time.time()
+            attempts = item.attempts + 1
+            if ok:
+                values: dict[str, Any] = {
+                    "status": "sent",
+                    "attempts": attempts,
+                    "sent_at": now,
+                    "claimed_until": None,
+                    "last_error": None,
+                }
+            else:
+                gave_up = attempts >= s.notify_max_attempts
+                delay = s.notify_retry_seconds * (2 ** (attempts - 1))
+                values = {
+                    "status": "dead" if gave_up else "pending",
+                    "attempts": attempts,
+                    "next_attempt_at": now + min(delay, 3600.0),
+                    "claimed_until": None,
+                    "last_error": (error or "unknown error")[:2000],
+                }
+            conn.execute(t.outbox.update().where(t.outbox.c.id == item.id).values(**values))
+            event = "notification_sent" if ok else "notification_failed"
+            data: dict[str, Any] = {
+                "outbox": item.id,
+                "attempt": attempts,
+                "url": _redact_notify_url(item.url),
+            }
+            if not ok:
+                data["error"] = values["last_error"]
+                data["will_retry"] = values["status"] == "pending"
+            self._audit(conn, event, item.request_id, "notifier", data, at=now)
+
+    def outbox(self) -> list[dict[str, Any]]:
+        """Return every outbox row (for status and tests), oldest first, with URLs redacted."""
+        with self._read() as conn:
+            rows = conn.execute(sa.select(t.outbox).order_by(t.outbox.c.id)).all()
+        return [{**dict(r._mapping), "url": _redact_notify_url(r.url)} for r in rows]
+
+    # -- audit ----------------------------------------------------------------------------
+    def audit_events(self, *, limit: int = 50, request_id: str | None = None) -> list[AuditEvent]:
+        """Return the newest ``limit`` audit events (optionally one request's), newest first."""
+        query = sa.select(t.audit)
+        if request_id:
+            query = query.where(t.audit.c.request_id == request_id)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(t.audit.c.seq.desc()).limit(max(1, limit))).all()
+        return [
+            AuditEvent(r.seq, r.at, r.event, r.request_id, r.actor, json.loads(r.data), r.prev_hash, r.hash)
+            for r in rows
+        ]
+
+    def verify_audit(self) -> AuditReport:
+        """Walk the whole audit chain in order and report the first row that does not hold."""
+        prev = GENESIS_HASH
+        expected_seq = 1
+        count = 0
+        with self._read() as conn:
+            result = conn.execution_options(yield_per=1000).execute(
+                sa.select(t.audit).order_by(t.audit.c.seq)
+            )
+            for r in result:
+                count += 1
+                if r.seq != expected_seq:
+                    return AuditReport(False, count, r.seq, f"row {expected_seq} is missing")
+                if r.prev_hash != prev:
+                    return AuditReport(False, count, r.seq, "prev_hash does not match the row before")
+                if policy.audit_hash(prev, r.seq, r.at, r.event, r.request_id, r.actor, r.data) != r.hash:
+                    return AuditReport(False, count, r.seq, "hash does not match the row's contents")
+                prev = r.hash
+                expected_seq += 1
+        return AuditReport(True, count)
+
+
+def _redact_notify_url(url: str) -> str:
+    # Apprise URLs carry bot tokens and passwords; keep the scheme and host only.
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "<url>"
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    return f"{scheme}://{host}/…"
+
+
+def open_store(settings: ConfirmSettings | None = None) -> ConfirmationStore:
+    """Open the daemon database named by ``settings`` (default: from the environment)."""
+    s = settings or ConfirmSettings.from_env()
+    return ConfirmationStore(s.database, s)
