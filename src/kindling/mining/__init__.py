@@ -1,1 +1,46 @@
-"""kindling.mining."""
+"""kindling.mining: pair tool calls with results, judge outcomes, keep what worked, report failure rates.
+
+Pure over an iterable of sessions: no I/O of its own beyond the optional ``$KINDLING_HOME/mining.json``.
+"""
+
+from kindling.mining.config import (
+    DEFAULT_OUTCOME_RULES,
+    DEFAULT_TOOL_FAMILIES,
+    DEFAULT_TRIVIAL_TOOLS,
+    MiningConfig,
+    OutcomeRule,
+    load_mining_config,
+    mining_config_path,
+)
+from kindling.mining.model import Example, Outcome, OutcomeStatus
+from kindling.mining.outcome import OutcomeClassifier, classify_outcome
+from kindling.mining.patterns import MiningResult, canonical_arguments, mine, truncate
+from kindling.mining.stats import MiningStats, cohort_of, compute_stats, wilson_interval
+from kindling.mining.tasktype import TaskClassifier, TaskType, classify_calls, classify_task_text
+
+__all__ = [
+    "DEFAULT_OUTCOME_RULES",
+    "DEFAULT_TOOL_FAMILIES",
+    "DEFAULT_TRIVIAL_TOOLS",
+    "Example",
+    "MiningConfig",
+    "MiningResult",
+    "MiningStats",
+    "Outcome",
+    "OutcomeClassifier",
+    "OutcomeRule",
+    "OutcomeStatus",
+    "TaskClassifier",
+    "TaskType",
+    "canonical_arguments",
+    "classify_calls",
+    "classify_outcome",
+    "classify_task_text",
+    "cohort_of",
+    "compute_stats",
+    "load_mining_config",
+    "mine",
+    "mining_config_path",
+    "truncate",
+    "wilson_interval",
+]

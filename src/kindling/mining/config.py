@@ -1,0 +1,362 @@
+"""Mining rules as data: the defaults, and the user's extensions from ``$KINDLING_HOME/mining.json``.
+
+Every rule that decides something in mining lives in a named table here, so a user can add to it
+without touching code. The file is optional; when present it is validated with pydantic and a bad
+file is a ``ConfigError`` naming the file and the field. ``KINDLING_MINING_CONFIG`` points at a
+different file. Example::
+
+    {
+      "outcome_rules": [
+        {"name": "http_5xx", "kind": "text", "pattern": "HTTP 5\\\\d\\\\d", "where": "anywhere"},
+        {"name": "api_failed", "kind": "json", "field": "ok", "test": "equals", "value": false,
+         "tools": ["api_*"]}
+      ],
+      "disabled_rules": ["no_such_file"],
+      "tool_families": {"code": ["run_notebook"], "research": ["arxiv_*"]},
+      "task_keywords": {"research": ["literature", "survey"]},
+      "trivial_tools": ["todo"],
+      "keep_tools": ["memory"],
+      "skip_end_reasons": ["aborted"]
+    }
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kindling.config import kindling_home
+from kindling.errors import ConfigError
+
+CONFIG_FILE_NAME = "mining.json"
+CONFIG_ENV = "KINDLING_MINING_CONFIG"
+
+_RULE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+FAMILIES = ("code", "file", "research", "terminal")
+
+
+class OutcomeRule(BaseModel):
+    """One named rule that can decide a tool call's outcome.
+
+    ``kind="json"`` rules look at one top-level field of a result that is a JSON object:
+    ``test`` is ``equals`` (field == value), ``in`` (field is one of value), ``nonempty`` (field is
+    present and not null/false/empty) or ``nonzero`` (field is a number other than 0).
+    ``kind="text"`` rules apply a regular expression to a result that is not a JSON object, at the
+    ``start`` (after leading whitespace) or ``anywhere``. ``tools`` limits a rule to tool names
+    (shell-style globs); empty means every tool. ``status`` is what the rule decides.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: Literal["json", "text"]
+    status: Literal["failed", "ok"] = "failed"
+    field: str | None = None
+    test: Literal["equals", "in", "nonempty", "nonzero"] | None = None
+    value: Any = None
+    pattern: str | None = None
+    where: Literal["start", "anywhere"] = "anywhere"
+    ignore_case: bool = False
+    tools: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _RULE_NAME.match(value):
+            raise ValueError("a rule name is lower-case snake_case, 1-64 characters, starting with a letter")
+        return value
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> OutcomeRule:
+        if self.kind == "json":
+            if not self.field or self.test is None:
+                raise ValueError(f"json rule {self.name!r} needs 'field' and 'test'")
+            if self.test == "in" and not isinstance(self.value, list):
+                raise ValueError(f"json rule {self.name!r} with test 'in' needs a list 'value'")
+        else:
+            if not self.pattern:
+                raise ValueError(f"text rule {self.name!r} needs a 'pattern'")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"text rule {self.name!r} has a bad pattern: {exc}") from None
+        return self
+
+
+def _json_rule(name: str, field: str, test: str, value: Any = None) -> OutcomeRule:
+    return OutcomeRule.model_validate(
+        {"name": name, "kind": "json", "field": field, "test": test, "value": value}
+    )
+
+
+def _text_rule(name: str, pattern: str, where: str = "anywhere") -> OutcomeRule:
+    return OutcomeRule.model_validate({"name": name, "kind": "text", "pattern": pattern, "where": where})
+
+
+# Order matters only for which name is reported when several rules would fire: first wins.
+DEFAULT_OUTCOME_RULES: tuple[OutcomeRule, ...] = (
+    _json_rule("json_success_false", "success", "equals", False),
+    _json_rule("json_error", "error", "nonempty"),
+    _json_rule("json_exit_code_nonzero", "exit_code", "nonzero"),
+    _json_rule("json_status_error", "status", "in", ["error", "failed", "failure"]),
+    _text_rule("error_prefix", r"Error\b|error:", where="start"),
+    _text_rule("python_traceback", r"Traceback \(most recent call last\):"),
+    _text_rule("command_not_found", r"command not found"),
+    _text_rule("no_such_file", r"No such file or directory"),
+    _text_rule("permission_denied", r"Permission denied"),
+)
+
+DEFAULT_TOOL_FAMILIES: dict[str, tuple[str, ...]] = {
+    "code": ("execute_code", "code_execution"),
+    "file": ("read_file", "write_file", "patch", "search_files"),
+    "research": ("web_search", "web_extract", "web_fetch", "browser_*"),
+    "terminal": ("terminal", "execute_terminal", "shell"),
+}
+
+DEFAULT_TRIVIAL_TOOLS: tuple[str, ...] = ("clarify", "memory", "fact_store", "fact_feedback")
+
+DEFAULT_SKIP_END_REASONS: tuple[str, ...] = ("error", "errored", "failed", "failure", "crashed", "exception")
+
+# Keywords that point a free-text task at a tool family; a match adds the keyword's weight.
+# Stems end with \w* so "debugging", "scripts", "searched" match "debug", "script", "search".
+DEFAULT_TASK_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "code": (
+        "python",
+        "script",
+        "function",
+        "code",
+        "compute",
+        "calculat",
+        "algorithm",
+        "plot",
+        "dataframe",
+        "pandas",
+        "numpy",
+        "regex",
+        "parse",
+        "json",
+        "csv",
+        "implement",
+        "program",
+        "debug",
+        "unit test",
+        "refactor",
+        "class",
+        "simulat",
+        "statistic",
+        "analy[sz]",
+        "convert",
+    ),
+    "file": (
+        "file",
+        "read",
+        "write",
+        "edit",
+        "patch",
+        "config",
+        "readme",
+        "document",
+        "rename",
+        "line",
+        "replace",
+        "save",
+        "open",
+        "contents?",
+        "directory",
+        "folder",
+        "yaml",
+        "markdown",
+        r"\.py",
+        r"\.md",
+        r"\.txt",
+        r"\.json",
+        r"\.ya?ml",
+        r"\.toml",
+        "todo",
+        "fix the typo",
+    ),
+    "research": (
+        "search",
+        "find out",
+        "look up",
+        "research",
+        "latest",
+        "news",
+        "web",
+        "website",
+        "url",
+        "article",
+        "paper",
+        "compare",
+        "price",
+        "documentation",
+        "who",
+        "what is",
+        "when did",
+        "summari[sz]e",
+        "browse",
+        "google",
+        "sources?",
+        "release",
+        "review",
+        "best",
+    ),
+    "terminal": (
+        "run",
+        "install",
+        "command",
+        "shell",
+        "bash",
+        "terminal",
+        "git",
+        "docker",
+        "server",
+        "process",
+        "disk",
+        "port",
+        "service",
+        "deploy",
+        "build",
+        "pip",
+        "npm",
+        "apt",
+        "log",
+        "restart",
+        "systemctl",
+        "ssh",
+        "cron",
+        "kill",
+        "memory usage",
+        "uptime",
+        "package",
+    ),
+}
+
+
+class MiningConfig(BaseModel):
+    """The user's additions to mining's rule tables (``$KINDLING_HOME/mining.json``).
+
+    Extra outcome rules run before the defaults (a rule with a default's name replaces it);
+    ``disabled_rules`` turns rules off by name; ``tool_families`` and ``task_keywords`` add names
+    to a family; ``trivial_tools`` adds to the trivial tools and ``keep_tools`` removes from them;
+    ``skip_end_reasons`` adds session end reasons whose sessions are not mined.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome_rules: tuple[OutcomeRule, ...] = ()
+    disabled_rules: tuple[str, ...] = ()
+    tool_families: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    task_keywords: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    trivial_tools: tuple[str, ...] = ()
+    keep_tools: tuple[str, ...] = ()
+    skip_end_reasons: tuple[str, ...] = ()
+
+    @field_validator("tool_families", "task_keywords")
+    @classmethod
+    def _check_families(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        unknown = sorted(set(value) - set(FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r}; families are {', '.join(FAMILIES)}")
+        return value
+
+    @field_validator("task_keywords")
+    @classmethod
+    def _check_keywords(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for family, words in value.items():
+            for word in words:
+                try:
+                    re.compile(word)
+                except re.error as exc:
+                    raise ValueError(
+                        f"keyword {word!r} of {family!r} is not a valid pattern: {exc}"
+                    ) from None
+        return value
+
+    def rules(self) -> tuple[OutcomeRule, ...]:
+        """Return the effective outcome rules: the user's first, then the defaults, minus disabled."""
+        own = {rule.name for rule in self.outcome_rules}
+        disabled = set(self.disabled_rules)
+        merged = [*self.outcome_rules, *(r for r in DEFAULT_OUTCOME_RULES if r.name not in own)]
+        return tuple(rule for rule in merged if rule.name not in disabled)
+
+    def families(self) -> dict[str, tuple[str, ...]]:
+        """Return the effective tool families: the defaults plus the user's names."""
+        return {
+            family: DEFAULT_TOOL_FAMILIES[family] + tuple(self.tool_families.get(family, ()))
+            for family in FAMILIES
+        }
+
+    def keywords(self) -> dict[str, tuple[str, ...]]:
+        """Return the effective task-text keywords per family: the defaults plus the user's."""
+        return {
+            family: DEFAULT_TASK_KEYWORDS[family] + tuple(self.task_keywords.get(family, ()))
+            for family in FAMILIES
+        }
+
+    def trivial(self) -> frozenset[str]:
+        """Return the effective trivial tools: defaults plus additions, minus ``keep_tools``."""
+        return frozenset((*DEFAULT_TRIVIAL_TOOLS, *self.trivial_tools)) - frozenset(self.keep_tools)
+
+    def end_reasons(self) -> frozenset[str]:
+        """Return the session end reasons whose sessions are not mined (lower-case)."""
+        return frozenset(r.lower() for r in (*DEFAULT_SKIP_END_REASONS, *self.skip_end_reasons))
+
+
+def mining_config_path() -> Path:
+    """Return where the mining config is read from: ``$KINDLING_MINING_CONFIG`` or ``$KINDLING_HOME/mining.json``."""
+    override = os.environ.get(CONFIG_ENV)
+    return Path(override).expanduser() if override else kindling_home() / CONFIG_FILE_NAME
+
+
+def parse_mining_config(data: Mapping[str, Any], *, origin: str = "mining config") -> MiningConfig:
+    """Validate a mining config mapping. Raises ConfigError naming the first bad field."""
+    try:
+        return MiningConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"{origin}: {where}: {first['msg']}.") from None
+
+
+_cache: dict[tuple[str, int, int], MiningConfig] = {}
+_DEFAULTS = MiningConfig()
+
+
+def load_mining_config(path: str | Path | None = None) -> MiningConfig:
+    """Return the mining config from ``path`` (default ``mining_config_path()``).
+
+    A missing file means the defaults. Raises ConfigError when the file is not readable, not a
+    JSON object, or does not validate. Parsed files are cached by path, size and mtime.
+    """
+    target = Path(path) if path is not None else mining_config_path()
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        if path is not None or os.environ.get(CONFIG_ENV):
+            raise ConfigError(f"Mining config {target} does not exist.") from None
+        return _DEFAULTS
+    except OSError as exc:
+        raise ConfigError(f"Cannot read mining config {target}: {exc.strerror or exc}.") from None
+    key = (str(target), info.st_mtime_ns, info.st_size)
+    cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    try:
+        data = orjson.loads(target.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"Cannot read mining config {target}: {exc.strerror or exc}.") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"Mining config {target} is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Mining config {target} must hold a JSON object.")
+    config = parse_mining_config(data, origin=f"Mining config {target}")
+    _cache.clear()
+    _cache[key] = config
+    return config

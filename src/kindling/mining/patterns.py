@@ -1,0 +1,329 @@
+"""Turn sessions into the examples worth keeping, and count what was seen on the way.
+
+``mine`` is pure: it takes an iterable of sessions (from any reader) and does no I/O of its own
+beyond reading the optional ``mining.json``. It walks each session once, pairs every call the agent
+made with its result by ``tool_call_id`` (parallel calls answer in any order), decides each
+outcome, and keeps only calls that worked, from sessions that pass the filters, de-duplicated by
+tool and canonical arguments. Memory grows with the number of distinct (tool, arguments) pairs,
+never with the number of sessions read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kindling.mining.config import MiningConfig, load_mining_config
+from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.stats import NO_TOOLS, MiningStats, cohort_of
+from kindling.mining.tasktype import TaskClassifier
+from kindling.sessions.model import ReadReport, Session, ToolCall
+
+DEFAULT_MIN_MESSAGES = 20
+DEFAULT_MAX_EXAMPLES = 100
+DEFAULT_RESULT_CHARS = 2000
+DEFAULT_CONTEXT_CHARS = 1000
+
+_OK = OutcomeStatus.OK
+_FAILED = OutcomeStatus.FAILED
+
+
+def truncate(text: str, limit: int) -> str:
+    """Return ``text`` cut to ``limit`` characters plus a visible marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n…[truncated {len(text) - limit} of {len(text)} chars]"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def canonical_arguments(call: ToolCall) -> bytes:
+    """Return the key two calls share when their arguments are the same up to key order and spacing.
+
+    Parsed arguments become JSON with sorted keys; raw (non-JSON) arguments keep their text with
+    runs of whitespace collapsed, prefixed so they never collide with a JSON form.
+    """
+    if call.raw_arguments is not None and not call.arguments:
+        return b"raw:" + " ".join(call.raw_arguments.split()).encode("utf-8")
+    args = call.arguments if isinstance(call.arguments, dict) else dict(call.arguments)
+    return orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=_jsonable)
+
+
+@dataclass
+class MiningResult:
+    """What ``mine`` returns: the examples (ranked, capped), the stats, and why things were left out.
+
+    ``filtered`` counts sessions and calls kept out of the examples by a filter, by reason
+    (``too_short``, ``source_filtered``, ``errored_session``, ``zero_reward``, ``trivial_tool``,
+    ``outcome_failed``, ``outcome_unknown``, ``beyond_max_examples``). ``distinct`` is how many
+    distinct (tool, arguments) pairs worked before the cap; ``sessions_mined`` how many sessions
+    passed the filters.
+    """
+
+    examples: list[Example]
+    stats: MiningStats
+    filtered: Counter[str] = field(default_factory=Counter)
+    sessions_mined: int = 0
+    distinct: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the stats plus the mining counts and the examples, JSON-ready."""
+        return {
+            **self.stats.as_dict(),
+            "sessions_mined": self.sessions_mined,
+            "distinct_examples": self.distinct,
+            "filtered": dict(sorted(self.filtered.items())),
+            "examples": [example.model_dump(mode="json") for example in self.examples],
+        }
+
+
+def _as_patterns(value: str | Collection[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def mine(
+    sessions: Iterable[Session],
+    *,
+    min_messages: int = DEFAULT_MIN_MESSAGES,
+    max_sessions: int | None = None,
+    source_filter: str | Collection[str] | None = None,
+    skip_end_reasons: Collection[str] | None = None,
+    skip_zero_reward: bool = True,
+    skip_tools: Collection[str] | None = None,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    result_chars: int = DEFAULT_RESULT_CHARS,
+    context_chars: int = DEFAULT_CONTEXT_CHARS,
+    report: ReadReport | None = None,
+    config: MiningConfig | None = None,
+) -> MiningResult:
+    """Return the examples worth keeping from ``sessions`` and the stats of everything read.
+
+    Filters (examples only; the stats cover every session read): sessions with fewer than
+    ``min_messages`` messages, whose ``source`` matches none of ``source_filter`` (shell globs),
+    whose end reason is in ``skip_end_reasons`` (default: errored ones, plus ``mining.json``), or
+    with a reward of 0 or less where a reward exists (``skip_zero_reward``) are not mined; calls to
+    ``skip_tools`` (default: the trivial tools) and calls whose outcome is not ok are not kept.
+    ``max_sessions`` stops reading after that many sessions were mined. Examples are ranked by
+    count then recency and capped at ``max_examples`` (0 = stats only); results are truncated to
+    ``result_chars`` and requests to ``context_chars`` with a visible marker. ``report`` is the
+    reader's report: its skipped counts join the stats'. Raises ConfigError on a bad ``mining.json``
+    and ValueError on a negative limit.
+    """
+    for name, value in (("min_messages", min_messages), ("max_examples", max_examples)):
+        if value < 0:
+            raise ValueError(f"{name} must be 0 or more, not {value}")
+    if max_sessions is not None and max_sessions < 0:
+        raise ValueError(f"max_sessions must be 0 or more, not {max_sessions}")
+    if result_chars < 1 or context_chars < 1:
+        raise ValueError("result_chars and context_chars must be at least 1")
+    config = config if config is not None else load_mining_config()
+    classify = OutcomeClassifier(config.rules()).classify
+    tasks = TaskClassifier(config.families(), config.keywords())
+    sources = _as_patterns(source_filter)
+    end_reasons = (
+        frozenset(r.lower() for r in skip_end_reasons)
+        if skip_end_reasons is not None
+        else config.end_reasons()
+    )
+    trivial = frozenset(skip_tools) if skip_tools is not None else config.trivial()
+    want_examples = max_examples > 0
+
+    stats = MiningStats()
+    filtered: Counter[str] = Counter()
+    skipped = stats.skipped
+    tally = stats.tally
+    # key -> [count, last_seen, sequence, result, context, session_id, source, position, tool, raw]
+    kept: dict[tuple[str, bytes], list[Any]] = {}
+    mined = 0
+
+    for sequence, session in enumerate(sessions):
+        if max_sessions == 0 and want_examples:
+            break
+        messages = session.messages
+        count = len(messages)
+        cohort = cohort_of(count)
+        stats.sessions += 1
+        stats.messages += count
+        stats.cohort_sessions[cohort] += 1
+        stats.cohort_messages[cohort] += count
+
+        eligible = want_examples
+        if eligible:
+            reason = _filter_reason(session, count, min_messages, sources, end_reasons, skip_zero_reward)
+            if reason is not None:
+                filtered[reason] += 1
+                eligible = False
+            else:
+                mined += 1
+        recency = session.started_at
+
+        pending: dict[str, tuple[ToolCall, int, str]] = {}
+        answered: set[str] = set()
+        foreign: set[str] = set()
+        names: list[str] = []
+        request = ""
+        for position, message in enumerate(messages):
+            role = message.role
+            if role == "tool":
+                call_id = message.tool_call_id
+                entry = pending.pop(call_id, None) if call_id is not None else None
+                if entry is None:
+                    if call_id is None:
+                        entry = _pair_without_id(pending, message.name)
+                    if entry is None:
+                        if call_id in foreign:
+                            continue
+                        skipped["duplicate_result" if call_id in answered else "result_without_call"] += 1
+                        continue
+                call, call_position, call_request = entry
+                answered.add(call.id)
+                outcome = classify(call.name, message.content, message.error)
+                counts = tally[(cohort, call.name)]
+                counts[1] += 1
+                status = outcome.status
+                if status is _FAILED:
+                    counts[2] += 1
+                    stats.results_failed += 1
+                elif status is not _OK:
+                    counts[3] += 1
+                    stats.results_unknown += 1
+                stats.results_paired += 1
+                if not eligible:
+                    continue
+                if call.name in trivial:
+                    filtered["trivial_tool"] += 1
+                    continue
+                if status is not _OK:
+                    filtered["outcome_failed" if status is _FAILED else "outcome_unknown"] += 1
+                    continue
+                key = (call.name, canonical_arguments(call))
+                slot = kept.get(key)
+                if slot is None:
+                    kept[key] = [
+                        1,
+                        recency,
+                        sequence,
+                        truncate(message.content or "", result_chars),
+                        truncate(call_request, context_chars),
+                        session.id,
+                        session.source,
+                        call_position,
+                        call.raw_arguments if not call.arguments else None,
+                    ]
+                    continue
+                slot[0] += 1
+                if recency is None or slot[1] is None or recency >= slot[1]:
+                    # The newest occurrence speaks for the group: its result and request are current.
+                    slot[1:] = [
+                        recency if recency is not None else slot[1],
+                        sequence,
+                        truncate(message.content or "", result_chars),
+                        truncate(call_request, context_chars),
+                        session.id,
+                        session.source,
+                        call_position,
+                        call.raw_arguments if not call.arguments else None,
+                    ]
+            elif role == "user":
+                if message.content:
+                    request = message.content
+                for call in message.tool_calls:
+                    foreign.add(call.id)
+                    skipped["user_tool_call"] += 1
+            elif message.tool_calls:
+                for call in message.tool_calls:
+                    if call.requestor != "assistant":
+                        foreign.add(call.id)
+                        skipped["user_tool_call"] += 1
+                        continue
+                    if call.id in pending or call.id in answered:
+                        skipped["duplicate_call_id"] += 1
+                        continue
+                    pending[call.id] = (call, position, request)
+                    names.append(call.name)
+                    found = tally.get((cohort, call.name))
+                    if found is None:
+                        found = tally[(cohort, call.name)] = [0, 0, 0, 0]
+                    found[0] += 1
+        stats.calls_unanswered += len(pending)
+        stats.task_types[tasks.classify_calls(names).value if names else NO_TOOLS] += 1
+        if max_sessions is not None and mined >= max_sessions and want_examples:
+            break
+
+    if report is not None:
+        stats.merge_report(report)
+    stats.tool_calls = sum(counts[0] for counts in tally.values())
+    ranked = sorted(
+        kept.items(),
+        key=lambda kv: (-kv[1][0], -(kv[1][1] if kv[1][1] is not None else float("-inf")), -kv[1][2]),
+    )
+    if len(ranked) > max_examples:
+        filtered["beyond_max_examples"] += len(ranked) - max_examples
+    examples = [_example(key, slot) for key, slot in ranked[:max_examples]]
+    return MiningResult(
+        examples=examples, stats=stats, filtered=filtered, sessions_mined=mined, distinct=len(kept)
+    )
+
+
+def _filter_reason(
+    session: Session,
+    count: int,
+    min_messages: int,
+    sources: tuple[str, ...] | None,
+    end_reasons: frozenset[str],
+    skip_zero_reward: bool,
+) -> str | None:
+    if count < min_messages:
+        return "too_short"
+    if sources is not None and not any(fnmatch.fnmatchcase(session.source or "", p) for p in sources):
+        return "source_filtered"
+    if session.end_reason and session.end_reason.lower() in end_reasons:
+        return "errored_session"
+    if skip_zero_reward and session.reward is not None and session.reward <= 0:
+        return "zero_reward"
+    return None
+
+
+def _pair_without_id(
+    pending: dict[str, tuple[ToolCall, int, str]], name: str | None
+) -> tuple[ToolCall, int, str] | None:
+    # A result with no id answers the oldest open call of its tool (or the oldest open call).
+    for call_id, entry in pending.items():
+        if name is None or entry[0].name == name:
+            return pending.pop(call_id)
+    return None
+
+
+def _example(key: tuple[str, bytes], slot: list[Any]) -> Example:
+    tool, canonical = key
+    count, last_seen, _seq, result, context, session_id, source, position, raw = slot
+    arguments: dict[str, Any] = {} if canonical.startswith(b"raw:") else orjson.loads(canonical)
+    return Example(
+        tool_name=tool,
+        arguments=arguments,
+        raw_arguments=raw,
+        result=result,
+        outcome=OutcomeStatus.OK,
+        context=context,
+        session_id=session_id,
+        source=source,
+        position=position,
+        count=count,
+        last_seen=last_seen,
+    )

@@ -1,0 +1,142 @@
+"""What kind of task a session was: code, file, research, terminal, or mixed.
+
+Two ways to tell. After the fact, from the tool calls: a tool family with more than 60% of the
+classified calls wins, else ``mixed``. Before any tool has run, from the task text (the first user
+message): keyword scoring against each family's keywords, so a template can be chosen at turn zero.
+Families and keywords are data (``kindling.mining.config``), extensible from ``mining.json``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+
+from kindling.mining.config import load_mining_config
+
+DOMINANCE = 0.6
+
+
+class TaskType(str, Enum):
+    """The kind of task a session was, named after the tool family that dominated it."""
+
+    CODE = "code"
+    FILE = "file"
+    RESEARCH = "research"
+    TERMINAL = "terminal"
+    MIXED = "mixed"
+
+
+class TaskClassifier:
+    """Classifies calls and task texts against one set of tool families and keywords.
+
+    ``families`` maps a family name to tool names or shell-style globs (``browser_*``);
+    ``keywords`` maps a family name to regular-expression stems matched at word starts.
+    """
+
+    def __init__(
+        self,
+        families: Mapping[str, Sequence[str]],
+        keywords: Mapping[str, Sequence[str]] | None = None,
+        *,
+        threshold: float = DOMINANCE,
+    ) -> None:
+        self.threshold = threshold
+        self._exact: dict[str, str] = {}
+        self._globs: list[tuple[str, str]] = []
+        for family, names in families.items():
+            for name in names:
+                if any(ch in name for ch in "*?["):
+                    self._globs.append((name, family))
+                else:
+                    self._exact.setdefault(name, family)
+        self._family_cache: dict[str, str | None] = {}
+        self._keywords: list[tuple[TaskType, re.Pattern[str]]] = []
+        for family, words in (keywords or {}).items():
+            if words:
+                pattern = re.compile(
+                    r"(?<!\w)(?:" + "|".join(f"(?:{w})" for w in words) + r")", re.IGNORECASE
+                )
+                self._keywords.append((TaskType(family), pattern))
+
+    def family_of(self, tool_name: str) -> str | None:
+        """Return the family a tool belongs to, or None when it belongs to none."""
+        try:
+            return self._family_cache[tool_name]
+        except KeyError:
+            pass
+        family = self._exact.get(tool_name)
+        if family is None:
+            family = next((fam for glob, fam in self._globs if fnmatch.fnmatchcase(tool_name, glob)), None)
+        self._family_cache[tool_name] = family
+        return family
+
+    def classify_calls(self, tool_names: Iterable[str]) -> TaskType:
+        """Return the family holding more than ``threshold`` of the calls that belong to a family.
+
+        Calls to tools in no family (memory, clarify, ...) say nothing about the task and are not
+        counted. No classified call at all, or no dominant family, is ``mixed``.
+        """
+        counts: Counter[str] = Counter()
+        for name in tool_names:
+            family = self.family_of(name)
+            if family is not None:
+                counts[family] += 1
+        total = sum(counts.values())
+        if total == 0:
+            return TaskType.MIXED
+        family, top = counts.most_common(1)[0]
+        return TaskType(family) if top > self.threshold * total else TaskType.MIXED
+
+    def score_text(self, text: str) -> dict[TaskType, int]:
+        """Return how many keyword hits each family has in ``text``."""
+        return {task_type: len(pattern.findall(text)) for task_type, pattern in self._keywords}
+
+    def classify_text(self, text: str) -> TaskType:
+        """Return the family whose keywords hit most often, when it holds over half of the hits.
+
+        No hit, or no family with more than half of them, is ``mixed``.
+        """
+        scores = self.score_text(text)
+        total = sum(scores.values())
+        if total == 0:
+            return TaskType.MIXED
+        best = max(scores, key=lambda t: scores[t])
+        return best if scores[best] * 2 > total else TaskType.MIXED
+
+
+_default: tuple[object, TaskClassifier] | None = None
+
+
+def default_task_classifier() -> TaskClassifier:
+    """Return a classifier for the effective families and keywords (defaults plus ``mining.json``).
+
+    Raises ConfigError when the user's mining config is invalid.
+    """
+    global _default
+    config = load_mining_config()
+    if _default is None or _default[0] is not config:
+        _default = (config, TaskClassifier(config.families(), config.keywords()))
+    return _default[1]
+
+
+def classify_calls(
+    tool_names: Iterable[str], *, families: Mapping[str, Sequence[str]] | None = None
+) -> TaskType:
+    """Return the task type of a list of tool calls (by name): the dominant family, else mixed.
+
+    ``families`` replaces the effective families. Raises ConfigError on an invalid mining config.
+    """
+    classifier = TaskClassifier(families) if families is not None else default_task_classifier()
+    return classifier.classify_calls(tool_names)
+
+
+def classify_task_text(text: str, *, keywords: Mapping[str, Sequence[str]] | None = None) -> TaskType:
+    """Return the task type a free-text task most likely is, before any tool has run.
+
+    ``keywords`` replaces the effective keyword table. Raises ConfigError on an invalid config.
+    """
+    classifier = TaskClassifier({}, keywords) if keywords is not None else default_task_classifier()
+    return classifier.classify_text(text)
