@@ -1,0 +1,109 @@
+"""Build a template from past sessions: read the sources, mine examples, classify, save."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from kindling.errors import TemplateError
+from kindling.sessions.model import ReadReport, Session
+from kindling.templates.model import Template, validate_name
+from kindling.templates.store import TemplateStore, open_store
+
+__all__ = ["BuildResult", "build_template", "build_template_with_report"]
+
+
+class BuildResult:
+    """A built template with what the read and the mining saw (for the CLI and the agent tool)."""
+
+    def __init__(self, template: Template, report: ReadReport, stats: Any) -> None:
+        self.template = template
+        self.report = report
+        self.stats = stats
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the template summary, the read report and the mining stats as JSON-ready data."""
+        stats = self.stats
+        if hasattr(stats, "model_dump"):
+            stats = stats.model_dump(mode="json")
+        elif hasattr(stats, "as_dict"):
+            stats = stats.as_dict()
+        elif hasattr(stats, "__dict__"):
+            stats = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
+        return {"template": self.template.summary(), "read": self.report.as_dict(), "mining": stats}
+
+
+def _iter_all(sources: Sequence[str | Path], fmt: str | None, report: ReadReport) -> Iterator[Session]:
+    from kindling.sessions import iter_sessions
+
+    for source in sources:
+        yield from iter_sessions(source, fmt, report=report)
+
+
+def build_template_with_report(
+    name: str,
+    sources: Sequence[str | Path],
+    *,
+    store: TemplateStore | None = None,
+    description: str = "",
+    task_type: str | None = None,
+    tags: Sequence[str] = (),
+    system_prompt_addendum: str = "",
+    format: str | None = None,
+    **mining_filters: Any,
+) -> BuildResult:
+    """Like ``build_template`` but also return the read report and the mining stats."""
+    from kindling.mining import classify_calls, mine
+
+    validate_name(name)
+    if not sources:
+        raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
+    report = ReadReport()
+    result = mine(_iter_all(sources, format, report), **mining_filters)
+    examples = list(result.examples)
+    if not examples:
+        skipped = ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())) or "none"
+        raise TemplateError(
+            f"No examples to keep for template {name!r}: read {report.sessions} sessions "
+            f"(skipped: {skipped}); try a lower --min-messages.",
+            template=name,
+        )
+    if task_type is None:
+        # Weight each tool by how often it was really called, not once per unique example.
+        names = [e.tool_name for e in examples for _ in range(max(1, e.count))]
+        task_type = classify_calls(names).value
+    session_ids = list(dict.fromkeys(e.session_id for e in examples if e.session_id))
+    template = Template(
+        name=name,
+        description=description or f"{len(examples)} examples mined from {report.sessions} sessions",
+        task_type=str(getattr(task_type, "value", task_type)),
+        tags=list(tags),
+        examples=examples,
+        system_prompt_addendum=system_prompt_addendum,
+        source_session_ids=session_ids,
+    )
+    stored = (store or open_store()).save(template)
+    return BuildResult(stored, report, result.stats)
+
+
+def build_template(
+    name: str,
+    sources: Sequence[str | Path],
+    *,
+    store: TemplateStore | None = None,
+    description: str = "",
+    task_type: str | None = None,
+    tags: Sequence[str] = (),
+    **mining_filters: Any,
+) -> Template:
+    """Mine ``sources`` (paths or URLs any session reader accepts) into a template and save it.
+
+    ``mining_filters`` go to ``kindling.mining.mine`` (min_messages, max_sessions, source_filter,
+    skip_tools, max_examples, result_chars). ``task_type`` defaults to the type of the mined calls.
+    Returns the stored template (version bumped if the name existed). Raises TemplateError when
+    nothing can be mined, SourceError when a source cannot be read, InvalidNameError for a bad name.
+    """
+    return build_template_with_report(
+        name, sources, store=store, description=description, task_type=task_type, tags=tags, **mining_filters
+    ).template

@@ -1,0 +1,343 @@
+"""Templates: named, versioned, tagged, task-typed sets of mined examples.
+
+A ``Template`` is what kindling stores and what warm-up reads. Two older formats are read too,
+because real installations still hold them:
+
+- ``warm_sessions`` (``warm_sessions/*.json``): ``{name, description, examples: [{tool_name, arguments,
+  result_summary, result_success, context_hint}], system_prompt_addendum, tags, source_session_ids,
+  created_at, version}``
+- ``session-templates`` (``session-templates/*.json``): ``{name, task_type, examples: [{tool_name,
+  arguments, result, success}], description, created_at, usage_count, source_session_id}``
+
+Export writes either legacy format with exactly its keys: their loaders reject extra keys.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kindling.errors import InvalidNameError, TemplateError
+from kindling.mining.model import Example, OutcomeStatus
+
+__all__ = [
+    "LEGACY_FORMATS",
+    "LEGACY_KEYS",
+    "SCHEMA_VERSION",
+    "TASK_TYPES",
+    "Example",
+    "LegacyFormat",
+    "Template",
+    "detect_template_format",
+    "export_template",
+    "parse_template",
+    "utc_now",
+    "validate_name",
+]
+
+SCHEMA_VERSION = 1
+MAX_NAME_LENGTH = 64
+# Mirrors kindling.mining.TaskType; kept as plain strings so a stored template never depends on
+# an enum's import path.
+TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
+
+LegacyFormat = Literal["warm_sessions", "session-templates"]
+LEGACY_FORMATS: tuple[str, ...] = ("warm_sessions", "session-templates")
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+
+_WARM_SESSIONS_KEYS = (
+    "name",
+    "description",
+    "examples",
+    "system_prompt_addendum",
+    "tags",
+    "source_session_ids",
+    "created_at",
+    "version",
+)
+_WARM_SESSIONS_EXAMPLE_KEYS = ("tool_name", "arguments", "result_summary", "result_success", "context_hint")
+_SESSION_TEMPLATES_KEYS = (
+    "name",
+    "task_type",
+    "examples",
+    "description",
+    "created_at",
+    "usage_count",
+    "source_session_id",
+)
+_SESSION_TEMPLATES_EXAMPLE_KEYS = ("tool_name", "arguments", "result", "success")
+# Exact keys of each legacy format: (template keys, example keys).
+LEGACY_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "warm_sessions": (_WARM_SESSIONS_KEYS, _WARM_SESSIONS_EXAMPLE_KEYS),
+    "session-templates": (_SESSION_TEMPLATES_KEYS, _SESSION_TEMPLATES_EXAMPLE_KEYS),
+}
+
+
+def utc_now() -> str:
+    """Return the current time as an ISO-8601 UTC string (the timestamp format templates use)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def validate_name(name: str, *, kind: str = "template") -> str:
+    """Return ``name`` when it is safe to use as a file name and key.
+
+    Allowed: letters, digits, ``-``, ``_`` and ``.``; no leading dot; at most 64 characters.
+    Raises InvalidNameError otherwise (``../x``, ``a/b``, ``.hidden``, empty, too long).
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidNameError(f"A {kind} name cannot be empty.", name=str(name), kind=kind)
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidNameError(
+            f"{kind.capitalize()} name {name[:20]!r}... is {len(name)} characters; the limit is {MAX_NAME_LENGTH}.",
+            name=name,
+            kind=kind,
+        )
+    if name.startswith("."):
+        raise InvalidNameError(
+            f"{kind.capitalize()} name {name!r} cannot start with a dot.", name=name, kind=kind
+        )
+    if not _NAME_RE.fullmatch(name):
+        raise InvalidNameError(
+            f"{kind.capitalize()} name {name!r} may only contain letters, digits, '-', '_' and '.' "
+            "(no path separators).",
+            name=name,
+            kind=kind,
+        )
+    return name
+
+
+def _normalize_timestamp(value: Any) -> str:
+    # Legacy files hold either ISO strings or epoch seconds; keep one representation.
+    if value is None or value == "":
+        return utc_now()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), timezone.utc).isoformat(timespec="seconds")
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"timestamp {value!r} is neither an ISO string nor epoch seconds")
+
+
+class Template(BaseModel):
+    """A named, versioned set of examples, with what warm-up needs to pick and present them.
+
+    ``version`` starts at 1 and is bumped by the store on every save of an existing name;
+    ``usage_count`` counts injections and is maintained by the store, not by callers.
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=False)
+
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    description: str = ""
+    task_type: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    examples: list[Example] = Field(default_factory=list)
+    system_prompt_addendum: str = ""
+    source_session_ids: list[str] = Field(default_factory=list)
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+    version: int = 1
+    usage_count: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        validate_name(value)
+        return value
+
+    @field_validator("task_type")
+    @classmethod
+    def _check_task_type(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        value = str(getattr(value, "value", value)).lower()
+        if value not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {', '.join(TASK_TYPES)}, not {value!r}")
+        return value
+
+    @field_validator("created_at", "updated_at", mode="before")
+    @classmethod
+    def _check_timestamp(cls, value: Any) -> str:
+        return _normalize_timestamp(value)
+
+    @field_validator("tags")
+    @classmethod
+    def _check_tags(cls, value: list[str]) -> list[str]:
+        # Order kept, duplicates and blanks dropped: tags are a set people read as a list.
+        seen: dict[str, None] = {}
+        for tag in value:
+            tag = str(tag).strip()
+            if tag:
+                seen.setdefault(tag, None)
+        return list(seen)
+
+    def summary(self) -> dict[str, Any]:
+        """Return the fields a listing shows (no examples), as JSON-ready data."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "task_type": self.task_type,
+            "tags": list(self.tags),
+            "examples": len(self.examples),
+            "tools": sorted({e.tool_name for e in self.examples}),
+            "version": self.version,
+            "usage_count": self.usage_count,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+def detect_template_format(data: Any) -> str:
+    """Return ``"kindling"``, ``"warm_sessions"`` or ``"session-templates"`` for parsed JSON data.
+
+    Raises TemplateError when ``data`` is not a template object in any known format.
+    """
+    if not isinstance(data, dict):
+        raise TemplateError(f"A template must be a JSON object, not {type(data).__name__}.")
+    if "schema_version" in data:
+        return "kindling"
+    examples = data.get("examples")
+    first = examples[0] if isinstance(examples, list) and examples else None
+    if isinstance(first, dict):
+        if "result_summary" in first or "context_hint" in first or "result_success" in first:
+            return "warm_sessions"
+        if "success" in first or ("result" in first and "outcome" not in first):
+            return "session-templates"
+    if "source_session_id" in data or ("task_type" in data and "updated_at" not in data):
+        return "session-templates"
+    if "system_prompt_addendum" in data or "source_session_ids" in data:
+        return "warm_sessions"
+    return "kindling"
+
+
+def _example_from_warm_sessions(item: dict[str, Any]) -> Example:
+    success = item.get("result_success", True)
+    return Example(
+        tool_name=str(item["tool_name"]),
+        arguments=dict(item.get("arguments") or {}),
+        result=str(item.get("result_summary") or ""),
+        outcome=OutcomeStatus.OK if success is not False else OutcomeStatus.FAILED,
+        context=str(item.get("context_hint") or ""),
+    )
+
+
+def _example_from_session_templates(item: dict[str, Any], session_id: str) -> Example:
+    success = item.get("success", True)
+    return Example(
+        tool_name=str(item["tool_name"]),
+        arguments=dict(item.get("arguments") or {}),
+        result=str(item.get("result") or ""),
+        outcome=OutcomeStatus.OK if success is not False else OutcomeStatus.FAILED,
+        session_id=session_id,
+    )
+
+
+def parse_template(data: Any, *, name: str | None = None) -> Template:
+    """Build a Template from parsed JSON in kindling's format or either legacy format.
+
+    ``name`` is used when the data carries none (a legacy file named after its template).
+    Raises TemplateError (naming the template) when the data is not a valid template, and
+    InvalidNameError when its name is unsafe.
+    """
+    fmt = detect_template_format(data)
+    label = str(data.get("name") or name or "?")
+    try:
+        if fmt == "kindling":
+            payload = dict(data)
+        elif fmt == "warm_sessions":
+            payload = {
+                "name": data.get("name") or name,
+                "description": data.get("description") or "",
+                "examples": [_example_from_warm_sessions(e) for e in data.get("examples") or []],
+                "system_prompt_addendum": data.get("system_prompt_addendum") or "",
+                "tags": data.get("tags") or [],
+                "source_session_ids": [str(s) for s in data.get("source_session_ids") or []],
+                "created_at": data.get("created_at"),
+                "updated_at": data.get("created_at"),
+                "version": int(data.get("version") or 1),
+            }
+        else:
+            session_id = str(data.get("source_session_id") or "")
+            payload = {
+                "name": data.get("name") or name,
+                "description": data.get("description") or "",
+                "task_type": data.get("task_type") or None,
+                "examples": [
+                    _example_from_session_templates(e, session_id) for e in data.get("examples") or []
+                ],
+                "source_session_ids": [session_id] if session_id else [],
+                "created_at": data.get("created_at"),
+                "updated_at": data.get("created_at"),
+                "usage_count": int(data.get("usage_count") or 0),
+            }
+        if payload.get("name") is None and name is not None:
+            payload["name"] = name
+        return Template.model_validate(payload)
+    except InvalidNameError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "template"
+        raise TemplateError(
+            f"Template {label!r} ({fmt} format) is invalid at {where}: {first.get('msg')}.", template=label
+        ) from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TemplateError(
+            f"Template {label!r} ({fmt} format) is invalid: {exc!s} is missing or malformed.", template=label
+        ) from exc
+
+
+def export_template(template: Template, fmt: str = "kindling") -> dict[str, Any]:
+    """Return ``template`` as JSON-ready data in ``fmt``: kindling, warm_sessions or session-templates.
+
+    Legacy exports hold exactly the keys their loaders expect, in their order.
+    Raises TemplateError for an unknown format.
+    """
+    if fmt == "kindling":
+        return template.model_dump(mode="json")
+    if fmt == "warm_sessions":
+        return {
+            "name": template.name,
+            "description": template.description,
+            "examples": [
+                {
+                    "tool_name": e.tool_name,
+                    "arguments": dict(e.arguments),
+                    "result_summary": e.result,
+                    "result_success": e.outcome is not OutcomeStatus.FAILED,
+                    "context_hint": e.context,
+                }
+                for e in template.examples
+            ],
+            "system_prompt_addendum": template.system_prompt_addendum,
+            "tags": list(template.tags),
+            "source_session_ids": list(template.source_session_ids),
+            "created_at": template.created_at,
+            "version": template.version,
+        }
+    if fmt == "session-templates":
+        return {
+            "name": template.name,
+            "task_type": template.task_type or "mixed",
+            "examples": [
+                {
+                    "tool_name": e.tool_name,
+                    "arguments": dict(e.arguments),
+                    "result": e.result,
+                    "success": e.outcome is not OutcomeStatus.FAILED,
+                }
+                for e in template.examples
+            ],
+            "description": template.description,
+            "created_at": template.created_at,
+            "usage_count": template.usage_count,
+            "source_session_id": template.source_session_ids[0] if template.source_session_ids else "",
+        }
+    raise TemplateError(
+        f"Unknown template format {fmt!r}; use kindling, warm_sessions or session-templates.",
+        template=template.name,
+    )

@@ -1,0 +1,445 @@
+"""Where templates live: one JSON file per template (default) or SQL tables (SQLite or PostgreSQL).
+
+Both stores share one interface (``TemplateStore``): ``save`` bumps the version of an existing name
+and keeps every earlier version retrievable; ``record_use`` adds one to ``usage_count`` so that
+concurrent users from several processes never lose an increment (a file lock for JSON files, a
+single ``UPDATE ... SET usage_count = usage_count + 1`` for SQL). A corrupt template is reported in
+``store.problems`` and skipped while the others load.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from kindling.config import env_str, templates_dir
+from kindling.db import apply_migrations, create_engine, is_url, redact_url, translate_errors
+from kindling.errors import KindlingError, NotFoundError, StoreError, TemplateError
+from kindling.fileio import file_lock, write_atomic
+from kindling.templates.model import Template, parse_template, utc_now, validate_name
+
+__all__ = ["JsonDirStore", "SqlStore", "StoreProblem", "TemplateStore", "open_store"]
+
+log = logging.getLogger(__name__)
+
+SQL_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """A template the store could not load: where it is and why (one sentence)."""
+
+    location: str
+    reason: str
+
+
+class TemplateStore(abc.ABC):
+    """The interface every template store implements."""
+
+    problems: list[StoreProblem]
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the store keeps its data (a directory or a redacted database URL)."""
+
+    @abc.abstractmethod
+    def save(self, template: Template) -> Template:
+        """Store ``template`` and return it as stored (version, timestamps and usage set by the store).
+
+        Saving an existing name bumps its version and keeps the earlier one retrievable.
+        Raises InvalidNameError for an unsafe name and StoreError when the store fails.
+        """
+
+    @abc.abstractmethod
+    def get(self, name: str, version: int | None = None) -> Template:
+        """Return the current template ``name`` (or one of its earlier versions).
+
+        Raises NotFoundError when absent, TemplateError when its stored data is corrupt.
+        """
+
+    @abc.abstractmethod
+    def list(self) -> list[Template]:
+        """Return every loadable template (current versions) sorted by name.
+
+        Templates that cannot be loaded are skipped and described in ``self.problems``.
+        """
+
+    @abc.abstractmethod
+    def versions(self, name: str) -> builtins.list[int]:
+        """Return the stored version numbers of ``name``, oldest first. Raises NotFoundError."""
+
+    @abc.abstractmethod
+    def delete(self, name: str) -> None:
+        """Delete ``name`` with all its versions. Raises NotFoundError when absent."""
+
+    @abc.abstractmethod
+    def record_use(self, name: str) -> int:
+        """Add one to ``name``'s usage count and return the new count. Raises NotFoundError."""
+
+    def exists(self, name: str) -> bool:
+        """True when a template called ``name`` is stored."""
+        try:
+            self.get(name)
+        except NotFoundError:
+            return False
+        except TemplateError:
+            return True
+        return True
+
+
+def _not_found(name: str, version: int | None = None) -> NotFoundError:
+    what = f"Template {name!r}" if version is None else f"Version {version} of template {name!r}"
+    return NotFoundError(f"{what} does not exist.", kind="template", name=name)
+
+
+def _dumps(template: Template) -> bytes:
+    return orjson.dumps(template.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+
+
+def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TemplateError(f"{where} is not valid JSON: {exc}.", template=name) from exc
+    return parse_template(data, name=name)
+
+
+class JsonDirStore(TemplateStore):
+    """One ``<name>.json`` per template in a directory; earlier versions in ``<name>.versions/<n>.json``.
+
+    Every write is atomic (temp file, fsync, rename) and made under a per-template file lock, so a
+    reader never sees half a file and a killed writer leaves the previous version in place. The
+    directory may also hold files in either legacy format; they load like native ones.
+    """
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else templates_dir()
+        self.problems: list[StoreProblem] = []
+
+    @property
+    def location(self) -> str:
+        """The template directory."""
+        return str(self.root)
+
+    def path_for(self, name: str) -> Path:
+        """Return the file of template ``name`` (validated: InvalidNameError when unsafe)."""
+        return self.root / f"{validate_name(name)}.json"
+
+    def _versions_dir(self, name: str) -> Path:
+        return self.root / f"{validate_name(name)}.versions"
+
+    def _read(self, path: Path, name: str) -> Template:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise _not_found(name) from None
+        except OSError as exc:
+            raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+        return _loads(raw, name=name, where=str(path))
+
+    def save(self, template: Template) -> Template:
+        """Write ``template`` atomically under its lock; an existing name gets the next version."""
+        path = self.path_for(template.name)
+        with file_lock(path):
+            now = utc_now()
+            previous: Template | None = None
+            if path.exists():
+                try:
+                    previous = self._read(path, template.name)
+                except TemplateError as exc:
+                    # Keep the unreadable bytes beside the versions instead of overwriting them.
+                    keep = self._versions_dir(template.name) / f"corrupt-{now.replace(':', '')}.json"
+                    write_atomic(keep, path.read_bytes())
+                    log.warning("%s; kept a copy at %s", exc, keep)
+            if previous is not None:
+                write_atomic(self._versions_dir(template.name) / f"{previous.version}.json", _dumps(previous))
+                stored = template.model_copy(
+                    update={
+                        "version": previous.version + 1,
+                        "usage_count": previous.usage_count,
+                        "created_at": previous.created_at,
+                        "updated_at": now,
+                    }
+                )
+            else:
+                stored = template.model_copy(update={"version": max(template.version, 1), "updated_at": now})
+            write_atomic(path, _dumps(stored))
+        return stored
+
+    def get(self, name: str, version: int | None = None) -> Template:
+        """Return template ``name``, or its ``version``; NotFoundError/TemplateError as documented."""
+        path = self.path_for(name)
+        current = self._read(path, name)
+        if version is None or version == current.version:
+            return current
+        old = self._versions_dir(name) / f"{int(version)}.json"
+        if not old.is_file():
+            raise _not_found(name, version)
+        return self._read(old, name)
+
+    def list(self) -> list[Template]:
+        """Return every loadable template; unloadable files are listed in ``problems``."""
+        self.problems = []
+        if not self.root.is_dir():
+            return []
+        templates: list[Template] = []
+        for path in sorted(self.root.glob("*.json")):
+            if path.name.startswith("."):
+                continue
+            try:
+                templates.append(self._read(path, path.stem))
+            except KindlingError as exc:
+                self.problems.append(StoreProblem(str(path), str(exc)))
+                log.warning("Skipped template file %s: %s", path, exc)
+        return sorted(templates, key=lambda t: t.name)
+
+    def versions(self, name: str) -> builtins.list[int]:
+        """Return the stored versions of ``name``, oldest first."""
+        current = self.get(name)
+        found = {current.version}
+        vdir = self._versions_dir(name)
+        if vdir.is_dir():
+            found.update(int(p.stem) for p in vdir.glob("*.json") if p.stem.isdigit())
+        return sorted(found)
+
+    def delete(self, name: str) -> None:
+        """Remove ``name`` and its earlier versions."""
+        path = self.path_for(name)
+        with file_lock(path):
+            if not path.exists():
+                raise _not_found(name)
+            try:
+                path.unlink()
+                shutil.rmtree(self._versions_dir(name), ignore_errors=True)
+            except OSError as exc:
+                raise StoreError(f"Cannot delete {path}: {exc.strerror or exc}.", path=path) from exc
+        path.with_name(path.name + ".lock").unlink(missing_ok=True)
+
+    def record_use(self, name: str) -> int:
+        """Increment ``usage_count`` under the template's lock and return the new count."""
+        path = self.path_for(name)
+        with file_lock(path):
+            current = self._read(path, name)
+            updated = current.model_copy(update={"usage_count": current.usage_count + 1})
+            write_atomic(path, _dumps(updated))
+        return updated.usage_count
+
+
+_metadata = sa.MetaData()
+templates_table = sa.Table(
+    "kindling_templates",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("usage_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.String(40), nullable=False),
+    sa.Column("updated_at", sa.String(40), nullable=False),
+)
+versions_table = sa.Table(
+    "kindling_template_versions",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("saved_at", sa.String(40), nullable=False),
+)
+
+
+def m001_initial(conn: Connection) -> None:
+    """Create the current-template and template-version tables."""
+    _metadata.create_all(conn, checkfirst=True)
+
+
+MIGRATIONS = (m001_initial,)
+
+
+class SqlStore(TemplateStore):
+    """Templates in SQL: ``kindling_templates`` (current version, usage) + ``kindling_template_versions``.
+
+    ``target`` is a SQLite file path or a ``sqlite://``/``postgresql://`` URL. Several processes and
+    hosts can share one database: version bumps and usage increments are single conditional
+    UPDATEs, which the database serializes.
+    """
+
+    def __init__(self, target: str | Path, *, engine: Engine | None = None) -> None:
+        self.target = target
+        self.engine = engine or create_engine(target)
+        self.problems: list[StoreProblem] = []
+        with translate_errors(target, "migrate"):
+            apply_migrations(self.engine, "templates", MIGRATIONS)
+
+    @property
+    def location(self) -> str:
+        """The database (password redacted)."""
+        return redact_url(self.target)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.engine.dispose()
+
+    def save(self, template: Template) -> Template:
+        """Store ``template`` as the next version of its name, in one transaction."""
+        validate_name(template.name)
+        for _attempt in range(5):
+            try:
+                with translate_errors(self.target, "save a template in"), self.engine.begin() as conn:
+                    return self._save(conn, template)
+            except StoreError as exc:
+                # Two first saves of one name race on the INSERT; the loser retries as an update.
+                if isinstance(exc.__cause__, IntegrityError):
+                    continue
+                raise
+        raise StoreError(f"Cannot save template {template.name!r}: too much contention.", path=self.location)
+
+    def _save(self, conn: Connection, template: Template) -> Template:
+        t = templates_table
+        now = utc_now()
+        # The UPDATE comes first so the row (or, on SQLite, the database) is write-locked before
+        # we read the version back: two savers can never get the same number.
+        bumped = conn.execute(
+            t.update().where(t.c.name == template.name).values(version=t.c.version + 1, updated_at=now)
+        )
+        if bumped.rowcount == 0:
+            conn.execute(
+                t.insert().values(
+                    name=template.name,
+                    version=max(template.version, 1),
+                    usage_count=template.usage_count,
+                    created_at=template.created_at,
+                    updated_at=now,
+                )
+            )
+        row = conn.execute(
+            sa.select(t.c.version, t.c.usage_count, t.c.created_at).where(t.c.name == template.name)
+        ).one()
+        stored = template.model_copy(
+            update={
+                "version": row.version,
+                "usage_count": row.usage_count,
+                "created_at": row.created_at,
+                "updated_at": now,
+            }
+        )
+        conn.execute(
+            versions_table.insert().values(
+                name=stored.name, version=stored.version, data=_dumps(stored).decode("utf-8"), saved_at=now
+            )
+        )
+        return stored
+
+    def _row_to_template(self, name: str, version: int, data: str, usage_count: int) -> Template:
+        stored = _loads(data, name=name, where=f"{self.location} (template {name!r} v{version})")
+        return stored.model_copy(update={"usage_count": usage_count})
+
+    def get(self, name: str, version: int | None = None) -> Template:
+        """Return template ``name`` (current or ``version``) with its live usage count."""
+        validate_name(name)
+        t, v = templates_table, versions_table
+        with translate_errors(self.target, "read"), self.engine.connect() as conn:
+            current = conn.execute(
+                sa.select(t.c.version, t.c.usage_count).where(t.c.name == name)
+            ).one_or_none()
+            if current is None:
+                raise _not_found(name)
+            wanted = current.version if version is None else int(version)
+            data = conn.execute(
+                sa.select(v.c.data).where(v.c.name == name, v.c.version == wanted)
+            ).scalar_one_or_none()
+        if data is None:
+            raise _not_found(name, version)
+        return self._row_to_template(name, wanted, data, current.usage_count)
+
+    def list(self) -> list[Template]:
+        """Return every loadable current template; corrupt rows are listed in ``problems``."""
+        self.problems = []
+        t, v = templates_table, versions_table
+        query = (
+            sa.select(t.c.name, t.c.version, t.c.usage_count, v.c.data)
+            .join(v, sa.and_(v.c.name == t.c.name, v.c.version == t.c.version), isouter=True)
+            .order_by(t.c.name)
+        )
+        with translate_errors(self.target, "read"), self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        templates: list[Template] = []
+        for row in rows:
+            where = f"{self.location} (template {row.name!r} v{row.version})"
+            if row.data is None:
+                self.problems.append(StoreProblem(where, "its current version's data is missing"))
+                continue
+            try:
+                templates.append(self._row_to_template(row.name, row.version, row.data, row.usage_count))
+            except KindlingError as exc:
+                self.problems.append(StoreProblem(where, str(exc)))
+                log.warning("Skipped %s: %s", where, exc)
+        return templates
+
+    def versions(self, name: str) -> builtins.list[int]:
+        """Return the stored versions of ``name``, oldest first."""
+        validate_name(name)
+        v = versions_table
+        with translate_errors(self.target, "read"), self.engine.connect() as conn:
+            found = conn.execute(sa.select(v.c.version).where(v.c.name == name).order_by(v.c.version)).all()
+        if not found:
+            raise _not_found(name)
+        return [r.version for r in found]
+
+    def delete(self, name: str) -> None:
+        """Delete ``name`` and all its versions in one transaction."""
+        validate_name(name)
+        with translate_errors(self.target, "delete from"), self.engine.begin() as conn:
+            gone = conn.execute(templates_table.delete().where(templates_table.c.name == name))
+            conn.execute(versions_table.delete().where(versions_table.c.name == name))
+        if gone.rowcount == 0:
+            raise _not_found(name)
+
+    def record_use(self, name: str) -> int:
+        """Increment ``usage_count`` with one atomic UPDATE and return the new count."""
+        validate_name(name)
+        t = templates_table
+        with translate_errors(self.target, "update"), self.engine.begin() as conn:
+            done = conn.execute(t.update().where(t.c.name == name).values(usage_count=t.c.usage_count + 1))
+            if done.rowcount == 0:
+                raise _not_found(name)
+            count: int = conn.execute(sa.select(t.c.usage_count).where(t.c.name == name)).scalar_one()
+        return count
+
+
+def open_store(target: str | Path | None = None) -> TemplateStore:
+    """Open the template store named by ``target``.
+
+    ``None`` means ``$KINDLING_TEMPLATE_STORE`` or, when unset, a JsonDirStore at
+    ``$KINDLING_HOME/templates``. A ``sqlite://``/``postgresql://`` URL or a path ending in
+    ``.db``/``.sqlite``/``.sqlite3`` opens a SqlStore; any other path is a JSON directory.
+    Raises StoreError when the database cannot be opened.
+    """
+    if target is None or target == "":
+        configured = env_str("KINDLING_TEMPLATE_STORE", "")
+        if not configured:
+            return JsonDirStore(templates_dir())
+        target = configured
+    if is_url(target):
+        return SqlStore(str(target))
+    path = Path(os.fspath(target)).expanduser()
+    if path.suffix.lower() in SQL_SUFFIXES:
+        return SqlStore(path)
+    if path.is_file():
+        raise StoreError(f"{path} is a file; a template store is a directory or a .db file.", path=path)
+    return JsonDirStore(path)
+
+
+def store_info(store: TemplateStore) -> dict[str, Any]:
+    """Return what ``kindling templates path`` shows: the store kind and location."""
+    kind = "sql" if isinstance(store, SqlStore) else "json"
+    return {"kind": kind, "location": store.location}

@@ -1,0 +1,101 @@
+"""OpenAI chat messages -> Anthropic Messages API format.
+
+System messages are split out into ``system``; assistant tool calls become ``tool_use`` blocks;
+tool results become ``tool_result`` blocks in a user turn; consecutive turns of one role are merged
+so user and assistant strictly alternate, starting with a user turn as the API requires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from kindling.errors import ConversationError
+
+__all__ = ["to_anthropic"]
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content)
+    return str(content)
+
+
+def _tool_input(arguments: Any, call_id: str) -> dict[str, Any]:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    if not arguments:
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {"input": str(arguments)}
+    if not isinstance(parsed, dict):
+        raise ConversationError(f"Arguments of tool call {call_id!r} are not a JSON object.")
+    return parsed
+
+
+def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Return ``{"system": str, "messages": [...]}`` for an OpenAI-format conversation.
+
+    Raises ConversationError for a message with an unknown role or unparseable tool arguments.
+    """
+    system_parts: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": list(blocks)})
+
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _text(message.get("content"))
+            if text:
+                system_parts.append(text)
+        elif role == "user":
+            add("user", [{"type": "text", "text": _text(message.get("content")) or "(empty)"}])
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            text = _text(message.get("content"))
+            if text:
+                blocks.append({"type": "text", "text": text})
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                call_id = str(call.get("id") or "")
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": str(function.get("name") or ""),
+                        "input": _tool_input(function.get("arguments"), call_id),
+                    }
+                )
+            add("assistant", blocks or [{"type": "text", "text": "(empty)"}])
+        elif role == "tool":
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": str(message.get("tool_call_id") or ""),
+                        "content": _text(message.get("content")),
+                    }
+                ],
+            )
+        else:
+            raise ConversationError(f"Message {index} has an unknown role {role!r}.", index=index)
+    if turns and turns[0]["role"] != "user":
+        # The Messages API requires the first turn to be the user's.
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+    return {"system": "\n\n".join(system_parts), "messages": turns}

@@ -1,0 +1,184 @@
+"""The warm-up pipeline: choose a template and its examples, build the messages, inject them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kindling.errors import ConversationError, NotFoundError, TemplateError
+from kindling.templates.model import Template
+from kindling.templates.store import TemplateStore, open_store
+from kindling.warmup.build import build_conversation, check_style
+from kindling.warmup.convert import to_anthropic
+from kindling.warmup.inject import inject, validate_conversation
+from kindling.warmup.select import (
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_EXAMPLES,
+    choose_template,
+    index_for,
+    select_examples,
+)
+from kindling.warmup.tokens import estimate_conversation_tokens
+
+__all__ = ["WarmResult", "find_task", "inject_warm", "warm", "warm_conversation"]
+
+
+@dataclass
+class WarmResult:
+    """A warm conversation: which template, which examples, the messages and their estimated cost."""
+
+    template: Template
+    messages: list[dict[str, Any]]
+    estimated_tokens: int
+    budget: int
+    style: str
+    tools: list[str] = field(default_factory=list)
+
+    def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
+        """Return ``{"template", "messages", "estimated_tokens", ...}``; ``fmt="anthropic"`` converts."""
+        data: dict[str, Any] = {
+            "template": self.template.name,
+            "template_version": self.template.version,
+            "messages": self.messages,
+            "estimated_tokens": self.estimated_tokens,
+            "budget": self.budget,
+            "style": self.style,
+            "tools": self.tools,
+        }
+        if fmt == "anthropic":
+            converted = to_anthropic(self.messages)
+            data["system"] = converted["system"]
+            data["messages"] = converted["messages"]
+        elif fmt != "openai":
+            raise ConversationError(f"Unknown message format {fmt!r}; use openai or anthropic.")
+        return data
+
+
+def warm_conversation(
+    template: Template,
+    task: str,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    style: str = "triples",
+    include_system: bool = True,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+) -> WarmResult:
+    """Return the warm conversation for ``task`` from ``template`` (pure: no store, no usage count).
+
+    The messages pass ``validate_conversation`` and their estimated tokens never exceed ``budget``.
+    Raises ConversationError for an unknown style or a negative budget.
+    """
+    check_style(style)
+    if budget < 0:
+        raise ConversationError(f"The token budget must be zero or more, not {budget}.")
+    system_prompt = template.system_prompt_addendum if include_system else None
+    selection = select_examples(
+        template.examples,
+        task,
+        budget=budget,
+        style=style,
+        max_examples=max_examples,
+        system_prompt=system_prompt,
+        index=index_for(template),
+    )
+    messages = build_conversation(
+        selection.examples,
+        style=style,
+        system_prompt=system_prompt,
+        budget=budget,
+        result_tokens=selection.result_tokens,
+        seed=f"{template.name}:{template.version}",
+    )
+    tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
+    return WarmResult(template, messages, estimate_conversation_tokens(messages), budget, style, tools)
+
+
+def _resolve(store: TemplateStore, name: str | None, task: str) -> Template:
+    if name:
+        return store.get(name)
+    chosen = choose_template(store.list(), task)
+    if chosen is None:
+        raise NotFoundError(
+            f"No template with examples in {store.location}; build one with `kindling build NAME SOURCE`.",
+            kind="template",
+            name="--auto",
+        )
+    return chosen
+
+
+def warm(
+    name: str | None,
+    task: str,
+    *,
+    store: TemplateStore | None = None,
+    budget: int = DEFAULT_BUDGET,
+    style: str = "triples",
+    include_system: bool = True,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    record_use: bool = True,
+) -> WarmResult:
+    """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
+
+    Records one use of the template unless ``record_use`` is False. Raises NotFoundError when the
+    template (or, for auto, any template) is missing, ConversationError for bad options.
+    """
+    store = store or open_store()
+    template = _resolve(store, name, task)
+    result = warm_conversation(
+        template, task, budget=budget, style=style, include_system=include_system, max_examples=max_examples
+    )
+    if record_use:
+        count = store.record_use(template.name)
+        result.template = template.model_copy(update={"usage_count": count})
+    return result
+
+
+def find_task(conversation: Sequence[Mapping[str, Any]]) -> str:
+    """Return the task text of a conversation: its first user message's text ("" when none)."""
+    for message in conversation:
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+            return str(content or "")
+    return ""
+
+
+def inject_warm(
+    conversation: Sequence[Mapping[str, Any]],
+    name: str | None = None,
+    *,
+    task: str | None = None,
+    store: TemplateStore | None = None,
+    budget: int = DEFAULT_BUDGET,
+    style: str = "triples",
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    record_use: bool = True,
+) -> tuple[list[dict[str, Any]], WarmResult]:
+    """Return ``conversation`` with warm messages inserted after its leading system messages.
+
+    The task defaults to the conversation's first user message. The input is validated first and
+    the result after, so a broken conversation is reported rather than passed on. Raises
+    ConversationError, NotFoundError or TemplateError.
+    """
+    validate_conversation(conversation)
+    task_text = task if task is not None else find_task(conversation)
+    result = warm(
+        name,
+        task_text,
+        store=store,
+        budget=budget,
+        style=style,
+        max_examples=max_examples,
+        record_use=record_use,
+    )
+    merged = inject(conversation, result.messages)
+    try:
+        validate_conversation(merged)
+    except ConversationError as exc:  # pragma: no cover - guards the invariant, not user input
+        raise TemplateError(
+            f"Warm messages from {result.template.name!r} broke the conversation: {exc}",
+            template=result.template.name,
+        ) from exc
+    return merged, result
