@@ -1,9 +1,316 @@
-"""CLI for this capability (not built yet)."""
+"""``kindling cron``: scheduled template rebuilds, reviews and agent prompts, with guards."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
+from datetime import datetime
+from typing import Annotated, Any, Optional
+
 import typer
+from rich.table import Table
+
+from kindling.cli.common import JsonOption, console, err_console, print_json
+
+cron_app = typer.Typer(
+    name="cron",
+    help=(
+        "Run jobs on a schedule: rebuild templates, review sessions, run agent prompts.\n\n"
+        "Schedules: '30m'/'2h'/'1d' (once, after a delay), 'every 30m', a 5-field cron expression "
+        "('0 9 * * *') or an ISO timestamp. Jobs live in $KINDLING_HOME/cron/jobs.json unless --db "
+        "or KINDLING_CRON_DB names a SQLite file or a postgresql:// URL."
+    ),
+    no_args_is_help=True,
+)
+
+DbOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--db",
+        help="Job store: a .json file, a SQLite file or a sqlite:// / postgresql:// URL "
+        "(default: $KINDLING_CRON_DB, else $KINDLING_HOME/cron/jobs.json).",
+    ),
+]
+RefArgument = Annotated[str, typer.Argument(help="The job's id or name.")]
+
+
+def _store(db: str | None) -> Any:
+    from kindling.cron.jobs import open_job_store
+
+    return open_job_store(db)
+
+
+def _when(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "-"
+
+
+def _state(job: Any) -> str:
+    if not job.enabled:
+        return "paused"
+    return "done" if job.next_run_at is None else "scheduled"
+
+
+def _warn_unreadable(store: Any) -> None:
+    for reason in store.skipped:
+        err_console.print(f"Skipped unreadable job {reason}", markup=False, highlight=False)
+
+
+@cron_app.command("add")
+def add_command(
+    schedule: Annotated[
+        str, typer.Argument(help="When to run: '30m', 'every 2h', '0 9 * * 1-5', an ISO time.")
+    ],
+    name: Annotated[str, typer.Option("--name", "-n", help="A unique job name (letters, digits, . _ -).")],
+    kind: Annotated[
+        str, typer.Option("--kind", "-k", help="What the job does: prompt, review or build-template.")
+    ] = "prompt",
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The prompt of a prompt job.")] = "",
+    skills: Annotated[
+        Optional[list[str]], typer.Option("--skill", help="A skill to include in the prompt (repeatable).")
+    ] = None,
+    model: Annotated[str, typer.Option("--model", help="Model name, e.g. openai/gpt-4o or llama3.1.")] = "",
+    provider: Annotated[str, typer.Option("--provider", help="Provider, e.g. openai or ollama.")] = "",
+    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint URL.")] = "",
+    api_key_env: Annotated[
+        str, typer.Option("--api-key-env", help="Name of the environment variable holding the API key.")
+    ] = "",
+    context_length: Annotated[
+        Optional[int],
+        typer.Option("--context-length", help="The model's context window; overrides the 64k minimum check."),
+    ] = None,
+    deliver: Annotated[
+        str, typer.Option("--deliver", help="An Apprise URL to send output to, or 'local' to only save it.")
+    ] = "local",
+    repeat: Annotated[
+        Optional[int], typer.Option("--repeat", min=1, help="Stop after this many runs (default: forever).")
+    ] = None,
+    template: Annotated[
+        str, typer.Option("--template", help="build-template: the template to rebuild.")
+    ] = "",
+    sources: Annotated[
+        Optional[list[str]], typer.Option("--source", help="build-template/review: a session source.")
+    ] = None,
+    template_store: Annotated[
+        str, typer.Option("--template-store", help="build-template: the template store (default store).")
+    ] = "",
+    session_id: Annotated[
+        str, typer.Option("--session-id", help="review: the session to review (default: latest).")
+    ] = "",
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Add a scheduled job and print it."""
+    from kindling.cron.jobs import make_job
+
+    args: dict[str, Any] = {}
+    if kind == "build-template":
+        args = {"template": template, "sources": list(sources or []), "store": template_store or None}
+    elif kind == "review":
+        args = {"source": (sources or [""])[0] or None, "session_id": session_id or "latest"}
+    job = make_job(
+        name,
+        kind,
+        schedule,
+        repeat=repeat,
+        prompt=prompt,
+        skills=list(skills or []),
+        model=model,
+        provider=provider,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        context_length=context_length,
+        deliver=deliver,
+        args=args,
+    )
+    store = _store(db)
+    store.add(job)
+    if json_output:
+        print_json(job.to_dict())
+        return
+    console.print(
+        f"Added job [bold]{job.name}[/] ({job.id}), {job.kind}, next run {_when(job.next_run_at)}.",
+        highlight=False,
+    )
+
+
+@cron_app.command("list")
+def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """List jobs with their schedule, next run and last status."""
+    store = _store(db)
+    jobs = store.list()
+    _warn_unreadable(store)
+    if json_output:
+        print_json([job.to_dict() for job in jobs])
+        return
+    if not jobs:
+        console.print(f"No jobs in {store.location}.", highlight=False)
+        return
+    table = Table("id", "name", "kind", "schedule", "state", "next run", "last run", "last status")
+    for job in jobs:
+        status = job.last_status or "-"
+        if job.last_error:
+            status += f": {job.last_error[:60]}"
+        table.add_row(
+            job.id,
+            job.name,
+            job.kind,
+            job.schedule,
+            _state(job),
+            _when(job.next_run_at),
+            _when(job.last_run_at),
+            status,
+        )
+    console.print(table)
+
+
+@cron_app.command("remove")
+def remove_command(ref: RefArgument, db: DbOption = None) -> None:
+    """Delete a job (its saved output stays)."""
+    job = _store(db).remove(ref)
+    console.print(f"Removed job {job.name} ({job.id}).", highlight=False)
+
+
+@cron_app.command("pause")
+def pause_command(ref: RefArgument, db: DbOption = None) -> None:
+    """Pause a job: ticks skip it until it is resumed."""
+    job = _store(db).update(ref, {"enabled": False})
+    console.print(f"Paused job {job.name} ({job.id}).", highlight=False)
+
+
+@cron_app.command("resume")
+def resume_command(ref: RefArgument, db: DbOption = None) -> None:
+    """Resume a paused job; a recurring job whose next run has passed gets a new one."""
+    from kindling.cron.scheduler import resume_changes
+
+    store = _store(db)
+    job = store.update(ref, resume_changes(store.get(ref)))
+    console.print(f"Resumed job {job.name} ({job.id}), next run {_when(job.next_run_at)}.", highlight=False)
+
+
+def _print_run(run: Any) -> None:
+    line = f"{run.name} ({run.job_id}): {run.status}"
+    if run.error:
+        line += f": {run.error}"
+    if run.silent:
+        line += " [silent, not delivered]"
+    elif run.delivered:
+        line += " [delivered]"
+    console.print(line, markup=False, highlight=False)
+    for warning in run.warnings:
+        err_console.print(f"  warning: {warning}", markup=False, highlight=False)
+    if run.output:
+        console.print(f"  output: {run.output}", markup=False, highlight=False)
+
+
+@cron_app.command("run")
+def run_command(ref: RefArgument, db: DbOption = None, json_output: JsonOption = False) -> None:
+    """Run one job now, whatever its schedule (its next scheduled run is unchanged)."""
+    from kindling.cron.scheduler import run_job_now
+
+    run = run_job_now(_store(db), ref)
+    if json_output:
+        print_json(run.to_dict())
+    else:
+        _print_run(run)
+    if run.status in ("error", "blocked"):
+        raise typer.Exit(1)
+
+
+@cron_app.command("tick")
+def tick_command(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """Run every due job once (what the daemon does every 60 s); safe to call from system cron."""
+    from kindling.cron.scheduler import tick
+
+    store = _store(db)
+    result = tick(store)
+    if json_output:
+        print_json(result.to_dict())
+        return
+    _warn_unreadable(store)
+    if result.locked:
+        console.print("Another tick is running; nothing done.", highlight=False)
+        return
+    if not result.runs:
+        console.print("No jobs due.", highlight=False)
+    for run in result.runs:
+        _print_run(run)
+
+
+@cron_app.command("status")
+def status_command(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """Show the store, job counts, the next due job, the last run and failing jobs."""
+    from kindling.cron.scheduler import scheduler_status
+
+    status = scheduler_status(_store(db))
+    if json_output:
+        print_json(status)
+        return
+    console.print(f"store: {status['store']}", markup=False, highlight=False)
+    console.print(
+        f"jobs: {status['jobs']} ({status['enabled']} enabled, {status['paused']} paused, "
+        f"{status['finished']} done, {status['due_now']} due now)",
+        highlight=False,
+    )
+    nxt = status["next"]
+    console.print(f"next: {nxt['name']} at {_when(nxt['at'])}" if nxt else "next: -", highlight=False)
+    last = status["last_run"]
+    console.print(
+        f"last run: {last['name']} at {_when(last['at'])}, {last['status'] or 'running'}"
+        if last
+        else "last run: -",
+        highlight=False,
+    )
+    console.print(f"tick running: {'yes' if status['tick_running'] else 'no'}", highlight=False)
+    for failing in status["failing"]:
+        console.print(f"failing: {failing['name']}: {failing['status']}: {failing['error']}", markup=False)
+    for reason in status["unreadable"]:
+        console.print(f"unreadable: {reason}", markup=False)
+
+
+@cron_app.command("daemon")
+def daemon_command(
+    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between ticks.")] = 60.0,
+    max_ticks: Annotated[
+        Optional[int], typer.Option("--max-ticks", min=1, help="Stop after this many ticks (default: never).")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Tick every 60 s (or --interval) until interrupted (Ctrl-C or SIGTERM)."""
+    from kindling.cron.scheduler import run_daemon
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    store = _store(db)
+    err_console.print(f"kindling cron daemon: ticking {store.location} every {interval:g}s", highlight=False)
+
+    def report(result: Any) -> None:
+        for run in result.runs:
+            _print_run(run)
+
+    try:
+        run_daemon(store, interval=interval, stop=stop, max_ticks=max_ticks, on_tick=report)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@cron_app.command("path")
+def path_command(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """Print where jobs and their output live."""
+    from kindling.cron.jobs import cron_dir, output_root
+
+    store = _store(db)
+    paths = {"cron_dir": str(cron_dir()), "jobs": store.location, "output": str(output_root())}
+    if json_output:
+        print_json(paths)
+        return
+    for key, value in paths.items():
+        console.print(f"{key}: {value}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the root app."""
+    """Add the ``cron`` command group to the root app."""
+    app.add_typer(cron_app, name="cron")

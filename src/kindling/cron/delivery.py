@@ -1,0 +1,83 @@
+"""Where a job's output goes: always a Markdown file, then (unless silent or local) an Apprise URL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from kindling.cron.jobs import Job, output_root, validate_name
+from kindling.errors import ConfigError, EndpointError
+from kindling.fileio import write_atomic
+
+SILENT_MARKER = "[SILENT]"
+LOCAL = "local"
+
+
+def is_silent(response: str) -> bool:
+    """True when a response starts with ``[SILENT]``: save it, do not deliver it."""
+    return response.lstrip().startswith(SILENT_MARKER)
+
+
+def output_path(job: Job, when: datetime, *, root: Path | None = None) -> Path:
+    """Return a fresh ``<root>/<job id>/<UTC timestamp>.md`` path (suffixed if that second is taken).
+
+    Raises InvalidNameError when the job id is not safe as a directory name.
+    """
+    directory = (root or output_root()) / validate_name(job.id, "job id")
+    stamp = when.strftime("%Y%m%dT%H%M%SZ")
+    candidate = directory / f"{stamp}.md"
+    counter = 2
+    while candidate.exists():
+        candidate = directory / f"{stamp}-{counter}.md"
+        counter += 1
+    return candidate
+
+
+def render_output(job: Job, when: datetime, status: str, body: str, warnings: list[str]) -> str:
+    """Return the Markdown saved for one run: a header (job, time, status, warnings), then the body."""
+    lines = [
+        f"# {job.name}",
+        "",
+        f"- job: `{job.id}` ({job.kind}, schedule `{job.schedule}`)",
+        f"- ran at: {when.isoformat()}",
+        f"- status: {status}",
+    ]
+    if job.model:
+        lines.append(f"- model: {job.model}")
+    lines.extend(f"- warning: {w}" for w in warnings)
+    lines += ["", body.rstrip(), ""]
+    return "\n".join(lines)
+
+
+def save_output(job: Job, when: datetime, text: str, *, root: Path | None = None) -> Path:
+    """Write ``text`` atomically to the job's output directory and return the path.
+
+    Raises StoreError when it cannot be written.
+    """
+    path = output_path(job, when, root=root)
+    write_atomic(path, text)
+    return path
+
+
+def deliver(url: str, *, title: str, body: str, timeout: float = 15.0) -> None:
+    """Send ``body`` to an Apprise URL.
+
+    Raises ConfigError when Apprise does not understand the URL and EndpointError when sending fails.
+    """
+    import apprise  # lazy: apprise loads every notification plugin on import
+
+    notifier = apprise.Apprise()
+    if not notifier.add(url):
+        raise ConfigError(f"Delivery URL {redact(url)!r} is not an Apprise URL kindling can use.")
+    result = notifier.notify(body=body, title=title, timeout=timeout)
+    if not result:
+        raise EndpointError(f"Delivery to {redact(url)} failed.", base_url=redact(url))
+
+
+def redact(url: str) -> str:
+    """Return a delivery URL with anything after ``://`` past the host hidden (tokens live there)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    return f"{scheme}://{host}/..." if "/" in rest or "@" in rest else url

@@ -1,0 +1,185 @@
+"""What each job kind does when it runs. Every runner returns a RunOutcome and never raises.
+
+The heavy capabilities (agent loop, review, template building) are imported inside the runners,
+so listing or adding jobs never loads them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kindling.config import env_str, hermes_state_db
+from kindling.cron.guards import (
+    build_job_prompt,
+    check_model_context,
+    detect_provider_mismatch,
+    load_skills,
+    model_provider_prefix,
+)
+from kindling.cron.jobs import Job, JobStatus, validate_name
+from kindling.errors import ConfigError, KindlingError, ModelContextError
+
+
+@dataclass
+class RunOutcome:
+    """The result of one run: its status, the text to save and deliver, an error and warnings."""
+
+    status: JobStatus
+    response: str = ""
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def job_api_key(job: Job) -> str:
+    """Return the API key for a job: ``$<job.api_key_env>`` when set, else ``$KINDLING_CRON_API_KEY``.
+
+    Keys are never stored in the job itself, only the name of the variable holding one.
+    """
+    if job.api_key_env:
+        value = os.environ.get(job.api_key_env)
+        if value:
+            return value
+    return env_str("KINDLING_CRON_API_KEY", "")
+
+
+def _endpoint(job: Job) -> tuple[str, str]:
+    model = job.model or env_str("KINDLING_CRON_MODEL", "")
+    base_url = job.base_url or env_str("KINDLING_CRON_BASE_URL", "")
+    if not model or not base_url:
+        raise ConfigError(
+            f"Job {job.name!r} needs a model and a base URL (set them on the job, or "
+            "KINDLING_CRON_MODEL and KINDLING_CRON_BASE_URL)."
+        )
+    return model, base_url
+
+
+def _runtime(job: Job, model: str, base_url: str) -> Any:
+    from kindling.agent.loop import Runtime
+
+    return Runtime(
+        model=model,
+        base_url=base_url,
+        api_key=job_api_key(job),
+        timeout=float(job.args.get("timeout", 60.0)),
+        max_retries=int(job.args.get("max_retries", 3)),
+    )
+
+
+def run_prompt_job(job: Job) -> RunOutcome:
+    """Run a prompt job through the agent loop after the context and provider guards.
+
+    A model under the context minimum gives ``blocked`` and the endpoint is never called.
+    """
+    warnings: list[str] = []
+    try:
+        model, base_url = _endpoint(job)
+        check = check_model_context(
+            model, base_url=base_url, api_key=job_api_key(job), config_context_length=job.context_length
+        )
+    except ModelContextError as exc:
+        return RunOutcome("blocked", error=str(exc), warnings=warnings)
+    except KindlingError as exc:
+        return RunOutcome("error", error=str(exc), warnings=warnings)
+    if check.note and check.source == "unknown":
+        warnings.append(check.note)
+    active = job.provider or model_provider_prefix(model)
+    mismatch = detect_provider_mismatch(job.prompt, active)
+    if mismatch:
+        warnings.append(f"The prompt names {mismatch}, but this job runs on {active}.")
+    try:
+        skills, missing = load_skills(job.skills)
+    except KindlingError as exc:
+        return RunOutcome("error", error=str(exc), warnings=warnings)
+    warnings.extend(f"Skill {name!r} was not found; running without it." for name in missing)
+    prompt = build_job_prompt(job, runtime_model=model, runtime_provider=job.provider, skills=skills)
+
+    from kindling.agent.loop import run
+
+    result = run(
+        [{"role": "user", "content": prompt}],
+        runtime=_runtime(job, model, base_url),
+        tools=None,
+        max_iterations=int(job.args.get("max_iterations", 10)),
+    )
+    if result.error:
+        return RunOutcome("error", response=result.final_text or "", error=result.error, warnings=warnings)
+    return RunOutcome("ok", response=result.final_text or "", warnings=warnings)
+
+
+def _latest_session_id(source: str) -> str:
+    from kindling.sessions import iter_sessions
+
+    latest: Any = None
+    for session in iter_sessions(source):
+        if latest is None or (session.started_at or 0) >= (latest.started_at or 0):
+            latest = session
+    if latest is None:
+        raise ConfigError(f"No sessions in {source} to review.")
+    return str(latest.id)
+
+
+def run_review_job(job: Job) -> RunOutcome:
+    """Review one session (``args.session_id``, or ``latest``) from ``args.source`` (default: Hermes)."""
+    try:
+        model, base_url = _endpoint(job)
+        source = str(job.args.get("source") or hermes_state_db())
+        session_id = str(job.args.get("session_id") or "latest")
+        if session_id == "latest":
+            session_id = _latest_session_id(source)
+        from kindling.review import review_session
+
+        outcome = review_session(
+            source,
+            session_id,
+            runtime=_runtime(job, model, base_url),
+            review_memory=bool(job.args.get("memory", True)),
+            review_skills=bool(job.args.get("skills", True)),
+        )
+    except KindlingError as exc:
+        return RunOutcome("error", error=str(exc))
+    lines = [f"Reviewed session {session_id}.", "", outcome.summary or "(no summary)"]
+    lines += [f"- {action}" for action in outcome.actions]
+    text = "\n".join(lines)
+    if outcome.error:
+        return RunOutcome("error", response=text, error=outcome.error)
+    return RunOutcome("ok", response=text)
+
+
+def run_build_template_job(job: Job) -> RunOutcome:
+    """Rebuild template ``args.template`` from ``args.sources`` into ``args.store`` (default store)."""
+    args = job.args
+    try:
+        name = validate_name(str(args.get("template") or ""), "template name")
+        sources = [str(s) for s in args.get("sources") or [str(hermes_state_db())]]
+        from kindling.templates import open_store
+        from kindling.templates.build import build_template
+
+        store = open_store(args.get("store") or None)
+        template = build_template(
+            name,
+            sources,
+            store=store,
+            description=str(args.get("description") or ""),
+            task_type=args.get("task_type") or None,
+            tags=tuple(args.get("tags") or ()),
+            **dict(args.get("filters") or {}),
+        )
+    except KindlingError as exc:
+        return RunOutcome("error", error=str(exc))
+    examples = getattr(template, "examples", None)
+    count = f" with {len(examples)} examples" if examples is not None else ""
+    version = getattr(template, "version", None)
+    label = f"{template.name} v{version}" if version is not None else template.name
+    where = ", ".join(str(Path(s)) for s in sources)
+    return RunOutcome("ok", response=f"Built template {label}{count} from {where}.")
+
+
+RUNNERS: dict[str, Callable[[Job], RunOutcome]] = {
+    "prompt": run_prompt_job,
+    "review": run_review_job,
+    "build-template": run_build_template_job,
+}
