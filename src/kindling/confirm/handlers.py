@@ -1,0 +1,69 @@
+"""Every error becomes an HTTP response here, in one place, as ``{"error": "<sentence>"}``."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kindling.errors import (
+    ConfigError,
+    ConfirmError,
+    InvalidNameError,
+    KindlingError,
+    NotFoundError,
+    StoreError,
+)
+
+log = logging.getLogger("kindling.confirm")
+
+
+def status_for(exc: KindlingError) -> int:
+    """Return the HTTP status a kindling error maps to."""
+    if isinstance(exc, ConfirmError) and exc.status_code:
+        return exc.status_code
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, InvalidNameError):
+        return 400
+    if isinstance(exc, StoreError):
+        return 503
+    if isinstance(exc, ConfigError):
+        return 500
+    return 400
+
+
+def _headers(status: int) -> dict[str, str] | None:
+    return {"WWW-Authenticate": "Bearer"} if status == 401 else None
+
+
+async def _kindling_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KindlingError)
+    status = status_for(exc)
+    if status >= 500:
+        log.error("request failed: %s", exc)
+    return JSONResponse({"error": str(exc)}, status_code=status, headers=_headers(status))
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path"))
+        problems.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+    return JSONResponse({"error": "; ".join(problems) or "Invalid request."}, status_code=400)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn errors into JSON responses."""
+    app.add_exception_handler(KindlingError, _kindling_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -1,0 +1,1 @@
+"""One router per resource: confirmations, admin (tokens, whitelist), health, the web page."""

@@ -1,0 +1,64 @@
+"""``/tokens`` and ``/whitelist``: managed by admins only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from kindling.confirm.bodies import RuleBody, TokenBody, openapi_body, read_body
+from kindling.confirm.deps import SettingsDep, StoreDep, require
+from kindling.confirm.policy import Identity
+
+router = APIRouter(tags=["admin"])
+Admin = Annotated[Identity, Depends(require("admin"))]
+
+
+@router.post("/tokens", status_code=201, summary="Create a token", openapi_extra=openapi_body(TokenBody))
+async def create_token(
+    request: Request, identity: Admin, store: StoreDep, settings: SettingsDep
+) -> JSONResponse:
+    """Create a token; 201 with ``token`` (shown once), 409 when the name is taken."""
+    body = await read_body(request, TokenBody, max_bytes=settings.max_body_bytes)
+    info, raw = await run_in_threadpool(store.create_token, body.role, body.name)
+    return JSONResponse({**info.__dict__, "token": raw}, status_code=201)
+
+
+@router.get("/tokens", summary="List tokens (never their secrets)")
+async def list_tokens(identity: Admin, store: StoreDep) -> dict[str, Any]:
+    """Return ``{"tokens": [...]}``."""
+    return {"tokens": [t.__dict__ for t in await run_in_threadpool(store.list_tokens)]}
+
+
+@router.delete("/tokens/{name}", summary="Revoke a token")
+async def revoke_token(name: str, identity: Admin, store: StoreDep) -> dict[str, Any]:
+    """Revoke; 200 with the token, 404 when there is no live token of that name."""
+    info = await run_in_threadpool(lambda: store.revoke_token(name, actor=identity.name))
+    return dict(info.__dict__)
+
+
+@router.post(
+    "/whitelist", status_code=201, summary="Add a whitelist rule", openapi_extra=openapi_body(RuleBody)
+)
+async def add_rule(request: Request, identity: Admin, store: StoreDep, settings: SettingsDep) -> JSONResponse:
+    """Add a rule; 201 with it, 400 for a high-risk action (never auto-approved)."""
+    body = await read_body(request, RuleBody, max_bytes=settings.max_body_bytes)
+    rule = await run_in_threadpool(lambda: store.add_rule(body.action, body.session_key, actor=identity.name))
+    return JSONResponse(rule.__dict__, status_code=201)
+
+
+@router.get("/whitelist", summary="List whitelist rules")
+async def list_rules(identity: Admin, store: StoreDep) -> dict[str, Any]:
+    """Return ``{"rules": [...]}``."""
+    return {"rules": [r.__dict__ for r in await run_in_threadpool(store.list_rules)]}
+
+
+@router.delete("/whitelist/{rule_id}", summary="Remove a whitelist rule")
+async def remove_rule(
+    rule_id: Annotated[int, Path(ge=1, le=2**31 - 1)], identity: Admin, store: StoreDep
+) -> dict[str, Any]:
+    """Remove; 200, or 404 when there is no such rule."""
+    await run_in_threadpool(lambda: store.remove_rule(rule_id, actor=identity.name))
+    return {"removed": rule_id}

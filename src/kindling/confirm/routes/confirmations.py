@@ -1,0 +1,190 @@
+"""``/confirm``: submit, read (with long-poll), approve and deny; ``/audit``: the event log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from kindling.confirm.bodies import ApproveBody, DenyBody, SubmitBody, openapi_body, read_body
+from kindling.confirm.deps import SettingsDep, StoreDep, require
+from kindling.confirm.policy import Identity
+from kindling.confirm.settings import ConfirmSettings
+from kindling.confirm.store import Confirmation
+from kindling.errors import ConfirmError, NotFoundError
+
+router = APIRouter(tags=["confirmations"])
+
+Submitter = Annotated[Identity, Depends(require("submit"))]
+Reader = Annotated[Identity, Depends(require("read", "read_own"))]
+Decider = Annotated[Identity, Depends(require("decide"))]
+AuditReader = Annotated[Identity, Depends(require("read"))]
+
+
+def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, Any]:
+    """Return the JSON shape of a request, with its approve/deny URLs."""
+    data = record.to_dict()
+    data["approve_url"] = f"{settings.base_url}/confirm/{record.id}/approve"
+    data["deny_url"] = f"{settings.base_url}/confirm/{record.id}/deny"
+    return data
+
+
+def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONResponse:
+    data = request_view(record, settings)
+    if record.status == "pending":
+        data["message"] = (
+            f"Waiting for a human to approve {record.action!r}; it is denied if nobody decides "
+            f"within {record.timeout_seconds}s."
+        )
+        return JSONResponse(data, status_code=202)
+    data["message"] = f"{record.action!r} is {record.status.replace('_', '-')}."
+    return JSONResponse(data, status_code=200)
+
+
+@router.post(
+    "/confirm",
+    status_code=202,
+    summary="Ask a human to confirm an action",
+    openapi_extra=openapi_body(SubmitBody),
+    responses={
+        200: {"description": "Auto-approved by a whitelist rule"},
+        429: {"description": "Rate limited"},
+    },
+)
+async def submit(
+    request: Request, identity: Submitter, store: StoreDep, settings: SettingsDep
+) -> JSONResponse:
+    """Submit a request: 202 pending, 200 auto-approved, 429 past the per-action rate limit."""
+    body = await read_body(request, SubmitBody, max_bytes=settings.max_body_bytes)
+    key = request.headers.get("idempotency-key") or None
+    if key is not None and len(key) > 200:
+        raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
+    outcome = await run_in_threadpool(
+        lambda: store.submit(
+            action=body.action,
+            description=body.description,
+            details=body.details,
+            requester=body.requester,
+            session_key=body.session_key,
+            timeout_seconds=body.timeout_seconds,
+            identity=identity,
+            idempotency_key=key,
+        )
+    )
+    if outcome.kind == "rate_limited":
+        return JSONResponse(
+            {
+                "error": f"Rate limit: at most {settings.rate_limit} requests for {body.action!r} "
+                f"every {settings.rate_window}s.",
+                "remaining": 0,
+                "window_seconds": settings.rate_window,
+                "retry_after": outcome.retry_after,
+            },
+            status_code=429,
+            headers={"Retry-After": str(outcome.retry_after)},
+        )
+    assert outcome.request is not None
+    return _submit_view(outcome.request, settings)
+
+
+def _visible(record: Confirmation, identity: Identity) -> bool:
+    return identity.can("read") or record.requester_token == identity.token_id
+
+
+@router.get("/confirm", summary="List requests (agents see their own)")
+async def list_requests(
+    identity: Reader,
+    store: StoreDep,
+    settings: SettingsDep,
+    status: Annotated[str | None, Query(pattern="^(pending|approved|denied|expired|auto_approved)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """Return ``{"requests": [...]}``, newest first."""
+    owner = None if identity.can("read") else identity.token_id
+    records = await run_in_threadpool(
+        lambda: store.list_requests(status=status, requester_token=owner, limit=limit)
+    )
+    return {"requests": [request_view(r, settings) for r in records]}
+
+
+@router.get("/confirm/{request_id}", summary="Read one request; ?wait=N long-polls for a decision")
+async def get_request(
+    request_id: str,
+    identity: Reader,
+    store: StoreDep,
+    settings: SettingsDep,
+    wait: Annotated[
+        float,
+        Query(ge=0, le=3600, allow_inf_nan=False, description="Seconds to wait for a decision (at most 60)."),
+    ] = 0,
+) -> dict[str, Any]:
+    """Return the request; with ``wait`` hold the response until it is decided or the wait ends."""
+    deadline = time.monotonic() + min(wait, float(settings.max_wait))
+    while True:
+        record = await run_in_threadpool(store.get, request_id)
+        if not _visible(record, identity):
+            # Another agent's request: answer as if it did not exist, so ids leak nothing.
+            raise NotFoundError(f"No confirmation request {request_id!r}.", kind="request", name=request_id)
+        remaining = deadline - time.monotonic()
+        if record.status != "pending" or remaining <= 0:
+            return request_view(record, settings)
+        await asyncio.sleep(min(settings.poll_interval, remaining))
+
+
+@router.post(
+    "/confirm/{request_id}/approve",
+    summary="Approve a pending request",
+    openapi_extra=openapi_body(ApproveBody, required=False),
+)
+async def approve(
+    request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
+    body = await read_body(request, ApproveBody, max_bytes=settings.max_body_bytes, optional=True)
+    record = await run_in_threadpool(
+        lambda: store.decide(
+            request_id,
+            "approved",
+            identity=identity,
+            reason=body.reason,
+            digest=body.digest,
+            claimed_name=body.approver,
+        )
+    )
+    return request_view(record, settings)
+
+
+@router.post(
+    "/confirm/{request_id}/deny",
+    summary="Deny a pending request",
+    openapi_extra=openapi_body(DenyBody, required=False),
+)
+async def deny(
+    request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
+) -> dict[str, Any]:
+    """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
+    body = await read_body(request, DenyBody, max_bytes=settings.max_body_bytes, optional=True)
+    record = await run_in_threadpool(
+        lambda: store.decide(
+            request_id,
+            "denied",
+            identity=identity,
+            reason=body.reason,
+            digest=body.digest,
+            claimed_name=body.denier,
+        )
+    )
+    return request_view(record, settings)
+
+
+@router.get("/audit", summary="The newest audit events")
+async def audit(
+    identity: AuditReader, store: StoreDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> dict[str, Any]:
+    """Return ``{"events": [...]}``, newest first (approvers and admins)."""
+    events = await run_in_threadpool(lambda: store.audit_events(limit=limit))
+    return {"events": [e.__dict__ for e in events]}

@@ -1,0 +1,164 @@
+"""``/ui``: the approvers' web page, server-rendered with Jinja2.
+
+Sign in with an approver (or admin) token; the token goes into an HttpOnly, SameSite=Strict cookie.
+Every form post carries a CSRF token (an HMAC of the signed-in token's id under the database's
+secret), and a post without it is refused. The pending list refreshes itself by polling
+``/ui/pending``, so a new request appears without a reload.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+
+from kindling.confirm import policy
+from kindling.confirm.deps import StoreDep
+from kindling.confirm.store import Confirmation, ConfirmationStore
+from kindling.confirm.web import TEMPLATES_DIR
+from kindling.errors import KindlingError
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+COOKIE = "kindling_confirm"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _utc(value: float | None) -> str:
+    if value is None:
+        return ""
+    return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+templates.env.filters["utc"] = _utc
+templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _render(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _session(request: Request, store: ConfirmationStore) -> policy.Identity | None:
+    identity = store.authenticate(request.cookies.get(COOKIE))
+    if identity is None or not identity.can("decide"):
+        return None
+    return identity
+
+
+def _pending_context(store: ConfirmationStore, identity: policy.Identity) -> dict[str, Any]:
+    pending = store.list_requests(status="pending", limit=500, newest_first=False)
+    return {
+        "pending": pending,
+        "ids": ",".join(r.id for r in pending),
+        "csrf": policy.csrf_token(store.secret(), identity.token_id),
+        "identity": identity,
+        "now": time.time(),
+    }
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request) -> HTMLResponse:
+    """The sign-in form."""
+    return _render(request, "login.html", {"error": None})
+
+
+@router.post("/login")
+async def login(request: Request, store: StoreDep, token: Annotated[str, Form()] = "") -> Response:
+    """Sign in with a token; agents are refused (they may never decide)."""
+    identity = await run_in_threadpool(store.authenticate, token.strip())
+    if identity is None or not identity.can("decide"):
+        message = (
+            "That token is unknown or revoked." if identity is None else "Agent tokens cannot sign in here."
+        )
+        return _render(request, "login.html", {"error": message}, status_code=401)
+    response = RedirectResponse("/ui", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        token.strip(),
+        httponly=True,
+        samesite="strict",
+        path="/ui",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, store: StoreDep, csrf: Annotated[str, Form()] = "") -> Response:
+    """Sign out (CSRF-checked)."""
+    identity = await run_in_threadpool(_session, request, store)
+    if identity is not None and not policy.check_csrf(store.secret(), identity.token_id, csrf):
+        return _render(request, "error.html", {"error": "Missing or wrong CSRF token."}, status_code=403)
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+@router.get("", response_class=HTMLResponse)
+async def index(request: Request, store: StoreDep, msg: str | None = None) -> Response:
+    """Pending requests in full, and the recent history."""
+    identity = await run_in_threadpool(_session, request, store)
+    if identity is None:
+        return RedirectResponse("/ui/login", status_code=303)
+
+    def load() -> dict[str, Any]:
+        context = _pending_context(store, identity)
+        history = [r for r in store.list_requests(limit=100) if r.status != "pending"]
+        return {**context, "history": history, "msg": msg}
+
+    return _render(request, "index.html", await run_in_threadpool(load))
+
+
+@router.get("/pending", response_class=HTMLResponse)
+async def pending_fragment(request: Request, store: StoreDep) -> Response:
+    """The pending list alone, polled by the page to show new requests as they arrive."""
+    identity = await run_in_threadpool(_session, request, store)
+    if identity is None:
+        return HTMLResponse("", status_code=401)
+    return _render(request, "_pending.html", await run_in_threadpool(_pending_context, store, identity))
+
+
+@router.post("/decide/{request_id}")
+async def decide(
+    request_id: str,
+    request: Request,
+    store: StoreDep,
+    decision: Annotated[str, Form()] = "",
+    reason: Annotated[str, Form()] = "",
+    digest: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    """Approve or deny from the page; refused without the CSRF token or the digest that was shown."""
+    identity = await run_in_threadpool(_session, request, store)
+    if identity is None:
+        return _render(request, "error.html", {"error": "Sign in first."}, status_code=401)
+    if not policy.check_csrf(store.secret(), identity.token_id, csrf):
+        return _render(request, "error.html", {"error": "Missing or wrong CSRF token."}, status_code=403)
+    if decision not in ("approve", "deny") or not digest:
+        return _render(request, "error.html", {"error": "Choose approve or deny."}, status_code=400)
+    verdict: Literal["approved", "denied"] = "approved" if decision == "approve" else "denied"
+    try:
+        record: Confirmation = await run_in_threadpool(
+            lambda: store.decide(
+                request_id, verdict, identity=identity, reason=reason.strip() or None, digest=digest
+            )
+        )
+    except KindlingError as exc:
+        from kindling.confirm.handlers import status_for
+
+        return _render(request, "error.html", {"error": str(exc)}, status_code=status_for(exc))
+    return RedirectResponse(f"/ui?msg={record.action}+{record.status}", status_code=303)

@@ -1,0 +1,79 @@
+"""Run the daemon: in the foreground (``serve``) or on a background thread (``ServerThread``).
+
+``ServerThread`` embeds a real uvicorn server on loopback inside another program (tests, the
+benchmark, an agent host); port 0 picks a free port and ``base_url`` reports the one chosen.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+
+from kindling.confirm.app import create_app
+from kindling.confirm.settings import ConfirmSettings
+from kindling.confirm.store import ConfirmationStore
+from kindling.errors import ConfirmError
+
+
+def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
+    """Run the daemon in the foreground until interrupted. Raises StoreError if the db fails."""
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+
+
+class ServerThread:
+    """A daemon running on a background thread; use as a context manager or ``start``/``stop``."""
+
+    def __init__(
+        self, settings: ConfirmSettings, store: ConfirmationStore | None = None, *, log_level: str = "warning"
+    ) -> None:
+        self.settings = settings
+        self.app = create_app(settings, store)
+        config = uvicorn.Config(
+            self.app,
+            host=settings.host,
+            port=settings.port,
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="kindling-confirm", daemon=True)
+        self.port = settings.port
+
+    @property
+    def base_url(self) -> str:
+        """The URL the running server answers on."""
+        return f"http://{self.settings.host}:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> ServerThread:
+        """Start serving and wait until the socket accepts. Raises ConfirmError when it does not."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfirmError(f"The confirm daemon did not start on {self.settings.host}.")
+            time.sleep(0.02)
+        sockets = [s for server in self.server.servers for s in server.sockets]
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        # Links in responses must point at the port really chosen.
+        if not self.settings.public_url:
+            self.app.state.settings = self.settings.with_(port=self.port)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the server to finish and wait for its thread."""
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,39 @@
+"""The daemon's background loops, started and stopped by the app's lifespan.
+
+The expiry sweeper marks pending requests past their timeout ``expired`` (a timeout denies) whether
+or not anyone looks; the outbox worker delivers notifications. Both log failures loudly and keep
+going: a database hiccup must not silently stop expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kindling.confirm.notify import deliver_due
+from kindling.confirm.store import ConfirmationStore
+
+log = logging.getLogger("kindling.confirm")
+
+
+async def _every(interval: float, stop: asyncio.Event, name: str, work: Callable[[], Any]) -> None:
+    while not stop.is_set():
+        try:
+            await asyncio.to_thread(work)
+        except Exception:
+            log.exception("the %s failed; it will try again in %gs", name, interval)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+async def run_sweeper(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
+    """Expire overdue pending requests every ``interval`` seconds until ``stop`` is set."""
+    await _every(interval, stop, "expiry sweeper", store.expire_due)
+
+
+async def run_outbox(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
+    """Deliver due notifications every ``interval`` seconds until ``stop`` is set."""
+    await _every(interval, stop, "notification outbox worker", lambda: deliver_due(store))
