@@ -17,21 +17,22 @@ __all__ = ["BuildResult", "build_template", "build_template_with_report"]
 class BuildResult:
     """A built template with what the read and the mining saw (for the CLI and the agent tool)."""
 
-    def __init__(self, template: Template, report: ReadReport, stats: Any) -> None:
+    def __init__(self, template: Template, report: ReadReport, mining: Any) -> None:
         self.template = template
         self.report = report
-        self.stats = stats
+        self.mining = mining
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the template summary, the read report and the mining stats as JSON-ready data."""
-        stats = self.stats
-        if hasattr(stats, "model_dump"):
-            stats = stats.model_dump(mode="json")
-        elif hasattr(stats, "as_dict"):
-            stats = stats.as_dict()
-        elif hasattr(stats, "__dict__"):
-            stats = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
-        return {"template": self.template.summary(), "read": self.report.as_dict(), "mining": stats}
+        """Return the template summary, the read report and the mining counts as JSON-ready data."""
+        return {
+            "template": self.template.summary(),
+            "read": self.report.as_dict(),
+            "mining": {
+                "sessions_mined": self.mining.sessions_mined,
+                "distinct_examples": self.mining.distinct,
+                "filtered": dict(sorted(self.mining.filtered.items())),
+            },
+        }
 
 
 def _iter_all(sources: Sequence[str | Path], fmt: str | None, report: ReadReport) -> Iterator[Session]:
@@ -60,7 +61,11 @@ def build_template_with_report(
     if not sources:
         raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
     report = ReadReport()
-    result = mine(_iter_all(sources, format, report), **mining_filters)
+    try:
+        result = mine(_iter_all(sources, format, report), report=report, **mining_filters)
+    except (ValueError, TypeError) as exc:
+        # Bad filter values (negative limits, unknown filter names) are the caller's input.
+        raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
     examples = list(result.examples)
     if not examples:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())) or "none"
@@ -84,7 +89,7 @@ def build_template_with_report(
         source_session_ids=session_ids,
     )
     stored = (store or open_store()).save(template)
-    return BuildResult(stored, report, result.stats)
+    return BuildResult(stored, report, result)
 
 
 def build_template(
