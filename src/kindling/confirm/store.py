@@ -483,6 +483,26 @@ class ConfirmationStore:
         found = {status: int(n) for status, n in rows}
         return {status: found.get(status, 0) for status in STATUSES}
 
+    def summary(self) -> dict[str, Any]:
+        """Return counts for ``kindling confirm status``: requests, tokens, rules, outbox, audit rows."""
+        with self._read() as conn:
+            live_tokens = conn.execute(
+                sa.select(sa.func.count()).select_from(t.tokens).where(t.tokens.c.revoked_at.is_(None))
+            ).scalar()
+            rules = conn.execute(sa.select(sa.func.count()).select_from(t.whitelist)).scalar()
+            outbox_rows = conn.execute(
+                sa.select(t.outbox.c.status, sa.func.count()).group_by(t.outbox.c.status)
+            ).all()
+            audit_rows = conn.execute(sa.select(sa.func.count()).select_from(t.audit)).scalar()
+        return {
+            "database": self.engine.dialect.name,
+            "requests": self.counts(),
+            "tokens": int(live_tokens or 0),
+            "whitelist_rules": int(rules or 0),
+            "outbox": {status: int(n) for status, n in outbox_rows},
+            "audit_events": int(audit_rows or 0),
+        }
+
     # -- tokens ---------------------------------------------------------------------------
     def create_token(self, role: str, name: str) -> tuple[TokenInfo, str]:
         """Create a token; return its record and the raw secret (shown once, stored hashed).
