@@ -1,9 +1,171 @@
-"""CLI for this capability (not built yet)."""
+"""``kindling stats``: tool-call failure rates by tool and by session length, as a table, JSON or PNG."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.table import Table
+
+from kindling.cli.common import JsonOption, console, print_json, progress_bar, show_progress
+
+DEFAULT_TOP = 15
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _interval(row: dict[str, Any]) -> str:
+    if row.get("ci_low") is None:
+        return "-"
+    return f"{row['ci_low']:.1%} – {row['ci_high']:.1%}"
+
+
+def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
+    summary = Table(title="Sessions read", show_header=False, title_justify="left")
+    summary.add_column("what")
+    summary.add_column("count", justify="right")
+    for label, key in (
+        ("sessions", "sessions"),
+        ("messages", "messages"),
+        ("tool calls (agent)", "tool_calls"),
+        ("results paired", "results_paired"),
+        ("results failed", "results_failed"),
+        ("results unknown (empty)", "results_unknown"),
+        ("calls never answered", "calls_unanswered"),
+    ):
+        summary.add_row(label, f"{data[key]:,}")
+    for reason, count in data["skipped"].items():
+        summary.add_row(f"skipped: {reason}", f"{count:,}")
+    console.print(summary)
+
+    cohorts = Table(title="Failure rate by session length (Wilson 95% interval)", title_justify="left")
+    for column in ("cohort", "messages", "sessions", "calls", "results", "failures", "failure rate", "95% CI"):
+        cohorts.add_column(column, justify="left" if column == "cohort" else "right")
+    for name, row in data["cohorts"].items():
+        span = f"{row['min_messages']}-{row['max_messages']}" if row["max_messages"] is not None else f">= {row['min_messages']}"
+        cohorts.add_row(
+            name,
+            span,
+            f"{row['sessions']:,}",
+            f"{row['calls']:,}",
+            f"{row['results']:,}",
+            f"{row['failures']:,}",
+            _percent(row["failure_rate"]),
+            _interval(row),
+        )
+    console.print(cohorts)
+    comparison = data["comparison"]
+    if comparison["significant"] is not None:
+        first, second = comparison["cohorts"]
+        verdict = (
+            "the intervals do not overlap: a real difference"
+            if comparison["significant"]
+            else "the intervals overlap: not a clear difference"
+        )
+        console.print(f"{first} vs {second}: {comparison['difference'] * 100:+.1f} points; {verdict}.\n")
+
+    tools = list(data["tools"].items())[:top]
+    table = Table(title=f"Tools (top {len(tools)} by calls)", title_justify="left")
+    table.add_column("tool")
+    for column in ("calls", "results", "failures", "failure rate"):
+        table.add_column(column, justify="right")
+    cohort_names = list(data["cohorts"])
+    if by_tool:
+        for name in cohort_names:
+            table.add_column(f"{name} rate (95% CI)", justify="right")
+    for tool, row in tools:
+        cells = [tool, f"{row['calls']:,}", f"{row['results']:,}", f"{row['failures']:,}", _percent(row["failure_rate"])]
+        if by_tool:
+            for name in cohort_names:
+                per = data["cohorts"][name]["tools"].get(tool)
+                cells.append("-" if not per or per["failure_rate"] is None else f"{_percent(per['failure_rate'])} ({_interval(per)})")
+        table.add_row(*cells)
+    console.print(table)
+
+    types = Table(title="Task types (by dominant tool family)", title_justify="left")
+    types.add_column("type")
+    types.add_column("sessions", justify="right")
+    for name, count in data["task_types"].items():
+        types.add_row(name, f"{count:,}")
+    console.print(types)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the root app."""
+    """Add the ``stats`` command to the root app."""
+
+    @app.command("stats")
+    def stats_command(
+        sources: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="Session sources: a Hermes state.db, a postgresql:// URL, JSONL exports, tau-bench "
+                "results. Several are read as one. Default: $HERMES_HOME/state.db.",
+                show_default=False,
+            ),
+        ] = None,
+        format: Annotated[
+            str | None, typer.Option("--format", "-f", help="Force the source format instead of detecting it.")
+        ] = None,
+        plot: Annotated[
+            Path | None,
+            typer.Option("--plot", help="Also draw failure rate by cohort to this PNG file.", dir_okay=False),
+        ] = None,
+        by_tool: Annotated[
+            bool, typer.Option("--by-tool", help="Break failure rates down per tool in each cohort (table and plot).")
+        ] = False,
+        top: Annotated[int, typer.Option("--top", min=1, help="How many tools to show, most-called first.")] = DEFAULT_TOP,
+        json_output: JsonOption = False,
+    ) -> None:
+        """Report tool-call failure rates by tool and by session length.
+
+        Every call the agent made is paired with its result by id and judged ok, failed or unknown
+        by the outcome rules (extend them in $KINDLING_HOME/mining.json). Sessions are grouped by
+        length: short (< 20 messages), mid (20-99) and marathon (>= 100), each with a Wilson 95%
+        interval so you can see whether a difference is real.
+
+        Examples:
+
+            kindling stats ~/.hermes/state.db
+
+            kindling stats runs/*.jsonl --by-tool --plot failures.png
+
+            kindling stats state.db --json | jq .cohorts.marathon
+        """
+        from kindling.config import hermes_state_db
+        from kindling.mining import compute_stats
+        from kindling.sessions import iter_sessions
+        from kindling.sessions.model import ReadReport, Session
+
+        report = ReadReport()
+        paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
+        # Open every source before reading any, so a bad path fails at once, not after minutes.
+        streams = [iter_sessions(source, format, report=report) for source in paths]
+
+        with progress_bar(show_progress(json_output)) as progress:
+            task = progress.add_task("Reading sessions", total=None) if progress is not None else None
+
+            def chained() -> Iterator[Session]:
+                for stream in streams:
+                    for session in stream:
+                        if progress is not None and task is not None:
+                            progress.advance(task)
+                        yield session
+
+            stats = compute_stats(chained(), report=report)
+        data = stats.as_dict()
+        if plot is not None:
+            from kindling.mining.plot import plot_failure_rates
+
+            plot_failure_rates(data, plot, by_tool=by_tool, top=min(top, 8))
+        if json_output:
+            if plot is not None:
+                data["plot"] = str(plot)
+            print_json(data)
+            return
+        _render(data, by_tool=by_tool, top=top)
+        if plot is not None:
+            console.print(f"Plot written to {plot}")

@@ -16,7 +16,14 @@ from kindling.mining.model import Example, Outcome, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier, classify_outcome
 from kindling.mining.patterns import MiningResult, canonical_arguments, mine, truncate
 from kindling.mining.stats import MiningStats, cohort_of, compute_stats, wilson_interval
-from kindling.mining.tasktype import TaskClassifier, TaskType, classify_calls, classify_task_text
+from kindling.mining.tasktype import (
+    TaskClassifier,
+    TaskType,
+    TextAccuracy,
+    classify_calls,
+    classify_task_text,
+    measure_text_accuracy,
+)
 
 __all__ = [
     "DEFAULT_OUTCOME_RULES",
@@ -32,6 +39,7 @@ __all__ = [
     "OutcomeStatus",
     "TaskClassifier",
     "TaskType",
+    "TextAccuracy",
     "canonical_arguments",
     "classify_calls",
     "classify_outcome",
@@ -39,6 +47,7 @@ __all__ = [
     "cohort_of",
     "compute_stats",
     "load_mining_config",
+    "measure_text_accuracy",
     "mine",
     "mining_config_path",
     "truncate",

@@ -123,118 +123,38 @@ DEFAULT_TRIVIAL_TOOLS: tuple[str, ...] = ("clarify", "memory", "fact_store", "fa
 
 DEFAULT_SKIP_END_REASONS: tuple[str, ...] = ("error", "errored", "failed", "failure", "crashed", "exception")
 
-# Keywords that point a free-text task at a tool family; a match adds the keyword's weight.
-# Stems end with \w* so "debugging", "scripts", "searched" match "debug", "script", "search".
+
+# Keywords that say which tool family a free-text task will reach for. Patterns match at word starts;
+# a stem without a trailing \b matches longer words too ("refactor" matches "refactoring").
+# Software work (fix, refactor, implement, test) is done with file tools (read_file, patch), so it
+# points at "file"; "code" is for computing with execute_code (calculate, plot, analyse data).
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(word.strip() for word in text.split("|") if word.strip())
+
+
 DEFAULT_TASK_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "code": (
-        "python",
-        "script",
-        "function",
-        "code",
-        "compute",
-        "calculat",
-        "algorithm",
-        "plot",
-        "dataframe",
-        "pandas",
-        "numpy",
-        "regex",
-        "parse",
-        "json",
-        "csv",
-        "implement",
-        "program",
-        "debug",
-        "unit test",
-        "refactor",
-        "class",
-        "simulat",
-        "statistic",
-        "analy[sz]",
-        "convert",
+    "code": _words(
+        r"comput|calculat|plot|chart|graph|dataframe|pandas|numpy|matplotlib|statistic|simulat|"
+        r"analy[sz]e the data|data analysis|average|median|regression|probabilit|math|equation|"
+        r"execute (this|the) (python|code)|run (this|the) (python|snippet|code)|jupyter|notebook"
     ),
-    "file": (
-        "file",
-        "read",
-        "write",
-        "edit",
-        "patch",
-        "config",
-        "readme",
-        "document",
-        "rename",
-        "line",
-        "replace",
-        "save",
-        "open",
-        "contents?",
-        "directory",
-        "folder",
-        "yaml",
-        "markdown",
-        r"\.py",
-        r"\.md",
-        r"\.txt",
-        r"\.json",
-        r"\.ya?ml",
-        r"\.toml",
-        "todo",
-        "fix the typo",
+    "file": _words(
+        r"files?\b|folders?\b|director(y|ies)|rename|organi[sz]e|merge|readme|changelog|todo|"
+        r"pyproject|\.(py|ts|go|js|md|txt|toml|ya?ml|csv|json|jpe?g|png)\b|edit|patch|refactor|"
+        r"implement|fix|bug|failing test|unit tests?|tests?\b|function|module|class\b|debug|"
+        r"duplicat|option|version|dataclass|pars(e|er|es|ing)\b|write|save|create a"
     ),
-    "research": (
-        "search",
-        "find out",
-        "look up",
-        "research",
-        "latest",
-        "news",
-        "web",
-        "website",
-        "url",
-        "article",
-        "paper",
-        "compare",
-        "price",
-        "documentation",
-        "who",
-        "what is",
-        "when did",
-        "summari[sz]e",
-        "browse",
-        "google",
-        "sources?",
-        "release",
-        "review",
-        "best",
+    "research": _words(
+        r"research|look up|search (online|the web)|google|find (three|papers|sources|out)|papers?\b|"
+        r"sources?\b|latest|news|compare|comparison|differences?|versus|vs\.?\b|what are|what is|"
+        r"what's|who|summari[sz]e|official docs|documentation|recommended|best practice|"
+        r"developments?|published|articles?|changelog|url|https?://|website|scrape|browse"
     ),
-    "terminal": (
-        "run",
-        "install",
-        "command",
-        "shell",
-        "bash",
-        "terminal",
-        "git",
-        "docker",
-        "server",
-        "process",
-        "disk",
-        "port",
-        "service",
-        "deploy",
-        "build",
-        "pip",
-        "npm",
-        "apt",
-        "log",
-        "restart",
-        "systemctl",
-        "ssh",
-        "cron",
-        "kill",
-        "memory usage",
-        "uptime",
-        "package",
+    "terminal": _words(
+        r"service|restart|systemd|systemctl|disk|space|cron|install|process|port\b|kill|logs?\b|"
+        r"shell|bash|terminal|command|docker|nginx|server|box\b|ssh|apt\b|pip install|npm|brew|"
+        r"uptime|memory usage|cpu|backs? up|backup|clone|run (its|the) tests|runs\b|listening|"
+        r"permissions?|chmod|mount|upgrade"
     ),
 }
 

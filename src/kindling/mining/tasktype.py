@@ -12,9 +12,11 @@ import fnmatch
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 
 from kindling.mining.config import load_mining_config
+from kindling.sessions.model import Session
 
 DOMINANCE = 0.6
 
@@ -140,3 +142,49 @@ def classify_task_text(text: str, *, keywords: Mapping[str, Sequence[str]] | Non
     """
     classifier = TaskClassifier({}, keywords) if keywords is not None else default_task_classifier()
     return classifier.classify_text(text)
+
+
+@dataclass
+class TextAccuracy:
+    """How well task-text classification predicts the tool-call task type on some sessions.
+
+    ``confusion`` maps (type from the calls, type from the text) to a count.
+    """
+
+    total: int = 0
+    correct: int = 0
+    confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @property
+    def accuracy(self) -> float | None:
+        """Correct / total, or None when no session had a call to judge by."""
+        return self.correct / self.total if self.total else None
+
+
+def measure_text_accuracy(
+    sessions: Iterable[Session], classifier: TaskClassifier | None = None
+) -> TextAccuracy:
+    """Return how often the first user message's text type equals the type of the session's calls.
+
+    Sessions without an agent tool call or without a user message are not counted. Raises
+    ConfigError on an invalid mining config when ``classifier`` is None.
+    """
+    classifier = classifier if classifier is not None else default_task_classifier()
+    result = TextAccuracy()
+    for session in sessions:
+        first = next((m.content for m in session.messages if m.role == "user" and m.content), None)
+        names = [
+            call.name
+            for message in session.messages
+            if message.role == "assistant"
+            for call in message.tool_calls
+            if call.requestor == "assistant"
+        ]
+        if first is None or not names:
+            continue
+        truth = classifier.classify_calls(names)
+        guess = classifier.classify_text(first)
+        result.total += 1
+        result.correct += truth is guess
+        result.confusion[(truth.value, guess.value)] += 1
+    return result
