@@ -14,6 +14,7 @@ requests are truncated to a per-example share of the budget, with a visible mark
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -79,7 +80,11 @@ def _arguments_json(example: Example) -> str:
     if not arguments and example.raw_arguments:
         # Arguments that were not a JSON object keep their text, wrapped so the call stays parseable.
         arguments = {"input": example.raw_arguments}
-    return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except TypeError:
+        # orjson refuses integers beyond 64 bits and unusual types; the stdlib encoder does not.
+        return json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _request_text(example: Example) -> str:
