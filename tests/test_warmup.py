@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -252,7 +253,7 @@ def test_to_anthropic_splits_system_and_keeps_alternation() -> None:
     turns = converted["messages"]
     roles = [t["role"] for t in turns]
     assert roles[0] == "user"
-    assert all(a != b for a, b in zip(roles, roles[1:]))
+    assert all(a != b for a, b in itertools.pairwise(roles))
     uses = [b for t in turns for b in t["content"] if b["type"] == "tool_use"]
     results = [b for t in turns for b in t["content"] if b["type"] == "tool_result"]
     assert [u["id"] for u in uses] == [r["tool_use_id"] for r in results]
@@ -281,7 +282,9 @@ examples_strategy = st.lists(
         tool_name=names,
         context=texts,
         result=texts,
-        arguments=st.dictionaries(st.sampled_from(["path", "q", "n"]), st.one_of(texts, st.integers()), max_size=3),
+        arguments=st.dictionaries(
+            st.sampled_from(["path", "q", "n"]), st.one_of(texts, st.integers()), max_size=3
+        ),
         count=st.integers(1, 50),
     ),
     max_size=25,
@@ -305,7 +308,12 @@ conversations = st.lists(
     conversation=conversations,
 )
 def test_any_template_and_budget_gives_a_valid_conversation_within_budget(
-    examples: list[Example], budget: int, style: str, addendum: str, task: str, conversation: list[dict[str, Any]]
+    examples: list[Example],
+    budget: int,
+    style: str,
+    addendum: str,
+    task: str,
+    conversation: list[dict[str, Any]],
 ) -> None:
     template = Template(name="prop", examples=examples, system_prompt_addendum=addendum)
     result = warm_conversation(template, task, budget=budget, style=style)
