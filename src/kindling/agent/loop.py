@@ -11,6 +11,7 @@ refused connections are retried with exponential backoff, honouring ``Retry-Afte
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -128,13 +129,15 @@ def run(
     max_iterations: int = 10,
     cancel: threading.Event | None = None,
     advertise_all_tools: bool = True,
+    stop_on_tool_error: bool = False,
 ) -> RunResult:
     """Run the tool-calling loop until a final answer, an error, cancellation or the cap.
 
     Returns a RunResult; never raises for endpoint failures (``error`` is set instead).
     ``advertise_all_tools`` sends every registered tool's schema, whitelisted or not, so the
     request prefix matches the caller's and a provider's prompt cache still hits; set it False
-    to advertise only the tools that may run.
+    to advertise only the tools that may run. ``stop_on_tool_error`` ends the run with ``error``
+    set when a tool handler raises (the model still gets the error result in ``messages``).
     """
     conversation: list[dict[str, Any]] = list(messages)
     usage = Usage()
@@ -172,7 +175,13 @@ def run(
             if not calls:
                 return RunResult(conversation, final_text, usage, None, iteration)
             for call in calls:
-                conversation.append(_answer(call, tools))
+                answer = _answer(call, tools)
+                conversation.append(answer)
+                if stop_on_tool_error and tools is not None and tools.log and tools.log[-1].status == "error":
+                    # Answer the remaining calls so the conversation stays protocol-valid.
+                    for rest in calls[calls.index(call) + 1 :]:
+                        conversation.append(_skipped(rest))
+                    return RunResult(conversation, final_text, usage, _tool_failure(answer), iteration)
         return RunResult(
             conversation,
             final_text,
@@ -329,3 +338,16 @@ def _answer(call: dict[str, Any], tools: ToolRegistry | None) -> dict[str, Any]:
     else:
         content = tools.dispatch(name, function.get("arguments"), call_id=call["id"])
     return {"role": "tool", "tool_call_id": call["id"], "content": content}
+
+
+def _skipped(call: dict[str, Any]) -> dict[str, Any]:
+    content = error_result("Not run: an earlier tool call in this turn failed and the run stopped.")
+    return {"role": "tool", "tool_call_id": call["id"], "content": content}
+
+
+def _tool_failure(answer: dict[str, Any]) -> str:
+    try:
+        detail = json.loads(answer["content"]).get("error")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail or "A tool failed.")

@@ -1,0 +1,308 @@
+"""Durable memories in the files Hermes Agent reads: ``$HERMES_HOME/memories/MEMORY.md`` and ``USER.md``.
+
+Each file is a list of entries joined by ``"\\n§\\n"``. ``MEMORY.md`` (target ``memory``) holds the
+agent's notes, limited by default to 2,200 characters; ``USER.md`` (target ``user``) holds what
+is known about the user, limited to 1,375. The limit counts the joined text, as Hermes does.
+
+Every change is a read-modify-write under a cross-process file lock, written atomically, so two
+reviews (threads or processes) writing at once lose nothing. A write that would pass the limit
+is refused with a clear error, never truncated. Results have Hermes's shape:
+``{"success": true, "message": "Entry added.", "target": ..., "usage": ...}`` or
+``{"success": false, "error": ...}``.
+
+Every successful write appends one provenance line (who wrote, from where, for which call) to
+``provenance.jsonl`` beside the memory files; empty fields are dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from kindling.config import hermes_home
+from kindling.errors import StoreError
+from kindling.fileio import file_lock, write_atomic
+
+logger = logging.getLogger(__name__)
+
+ENTRY_DELIMITER = "\n§\n"
+MEMORY_CHAR_LIMIT = 2200
+USER_CHAR_LIMIT = 1375
+TARGET_FILES: dict[str, str] = {"memory": "MEMORY.md", "user": "USER.md"}
+PROVENANCE_FILE = "provenance.jsonl"
+
+Target = Literal["memory", "user"]
+
+
+def memories_dir() -> Path:
+    """Return Hermes's memory directory, ``$HERMES_HOME/memories``."""
+    return hermes_home() / "memories"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a memory write came from. Empty fields are dropped from the log line."""
+
+    write_origin: str = ""
+    execution_context: str = ""
+    session_id: str = ""
+    parent_session_id: str = ""
+    platform: str = ""
+    tool_name: str = ""
+    task_id: str = ""
+    tool_call_id: str = ""
+
+    def with_call(self, *, tool_name: str | None, tool_call_id: str | None) -> Provenance:
+        """Return a copy naming the tool call that made the write."""
+        return Provenance(
+            **{**asdict(self), "tool_name": tool_name or "", "tool_call_id": tool_call_id or ""}
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        """Return the non-empty fields."""
+        return {key: value for key, value in asdict(self).items() if value}
+
+
+class MemoryStore:
+    """MEMORY.md and USER.md in one directory, with Hermes's limits and result shapes."""
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        memory_limit: int = MEMORY_CHAR_LIMIT,
+        user_limit: int = USER_CHAR_LIMIT,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.directory = Path(directory) if directory is not None else memories_dir()
+        self.limits: dict[str, int] = {"memory": memory_limit, "user": user_limit}
+        self.lock_timeout = lock_timeout
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def path(self, target: str) -> Path:
+        """Return the file of ``target`` (``memory`` or ``user``). Raises StoreError for others."""
+        return self.directory / TARGET_FILES[_check_target(target)]
+
+    @property
+    def provenance_path(self) -> Path:
+        """Return the append-only provenance log, ``provenance.jsonl`` beside the memory files."""
+        return self.directory / PROVENANCE_FILE
+
+    def entries(self, target: str) -> list[str]:
+        """Return the entries of ``target`` in file order (empty when the file does not exist).
+
+        Raises StoreError when the file exists but cannot be read.
+        """
+        return _read_entries(self.path(target))
+
+    def usage(self, target: str, entries: list[str] | None = None) -> str:
+        """Return Hermes's usage string, e.g. ``"12% — 264/2,200 chars"``."""
+        current = _size(self.entries(target) if entries is None else entries)
+        limit = self.limits[_check_target(target)]
+        pct = min(100, int(current * 100 / limit)) if limit > 0 else 0
+        return f"{pct}% — {current:,}/{limit:,} chars"
+
+    def read_provenance(self) -> tuple[list[dict[str, Any]], int]:
+        """Return the provenance records and how many lines were malformed (counted, skipped)."""
+        records: list[dict[str, Any]] = []
+        malformed = 0
+        for line in _read_lines(self.provenance_path):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                malformed += 1
+                continue
+            if isinstance(value, dict):
+                records.append(value)
+            else:
+                malformed += 1
+        return records, malformed
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def apply(
+        self,
+        action: str,
+        target: str = "memory",
+        *,
+        content: str | None = None,
+        old_text: str | None = None,
+        provenance: Provenance | None = None,
+    ) -> dict[str, Any]:
+        """Run one tool action (``add``, ``replace``, ``remove``) and return its result dict."""
+        if target not in TARGET_FILES:
+            return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
+        if action == "add":
+            return self.add(target, content or "", provenance=provenance)
+        if action == "replace":
+            return self.replace(target, old_text or "", content or "", provenance=provenance)
+        if action == "remove":
+            return self.remove(target, old_text or "", provenance=provenance)
+        return _failure(f"Unknown action '{action}'. Use: add, replace, remove.")
+
+    def add(self, target: str, content: str, *, provenance: Provenance | None = None) -> dict[str, Any]:
+        """Append an entry; refuse an empty one or one that would pass the limit."""
+        content = content.strip()
+        if target not in TARGET_FILES:
+            return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
+        if not content:
+            return _failure("Content cannot be empty.")
+        with self._locked(target) as entries:
+            if content in entries:
+                return self._success(target, entries, "Entry already exists (no duplicate added).")
+            updated = [*entries, content]
+            refusal = self._over_limit(
+                target, entries, updated, f"Adding this entry ({len(content):,} chars)"
+            )
+            if refusal:
+                return refusal
+            self._write(target, updated, "add", provenance, content=content)
+            return self._success(target, updated, "Entry added.")
+
+    def replace(
+        self, target: str, old_text: str, content: str, *, provenance: Provenance | None = None
+    ) -> dict[str, Any]:
+        """Replace the one entry containing ``old_text`` with ``content``."""
+        old_text, content = old_text.strip(), content.strip()
+        if target not in TARGET_FILES:
+            return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
+        if not old_text:
+            return _failure("old_text cannot be empty: give a short unique part of the entry to replace.")
+        if not content:
+            return _failure("content cannot be empty. Use 'remove' to delete an entry.")
+        with self._locked(target) as entries:
+            index = _find_unique(entries, old_text)
+            if isinstance(index, dict):
+                return index
+            updated = list(entries)
+            updated[index] = content
+            refusal = self._over_limit(target, entries, updated, "This replacement")
+            if refusal:
+                return refusal
+            self._write(target, updated, "replace", provenance, content=content, old_text=old_text)
+            return self._success(target, updated, "Entry replaced.")
+
+    def remove(self, target: str, old_text: str, *, provenance: Provenance | None = None) -> dict[str, Any]:
+        """Remove the one entry containing ``old_text``."""
+        old_text = old_text.strip()
+        if target not in TARGET_FILES:
+            return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
+        if not old_text:
+            return _failure("old_text cannot be empty: give a short unique part of the entry to remove.")
+        with self._locked(target) as entries:
+            index = _find_unique(entries, old_text)
+            if isinstance(index, dict):
+                return index
+            updated = entries[:index] + entries[index + 1 :]
+            self._write(target, updated, "remove", provenance, old_text=old_text)
+            return self._success(target, updated, "Entry removed.")
+
+    # -- internals -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, target: str) -> Iterator[list[str]]:
+        """Hold the target's file lock and yield its entries as read under the lock."""
+        path = self.path(target)
+        with file_lock(path, timeout=self.lock_timeout):
+            yield _read_entries(path)
+
+    def _over_limit(
+        self, target: str, before: list[str], after: list[str], what: str
+    ) -> dict[str, Any] | None:
+        limit = self.limits[target]
+        if _size(after) <= limit:
+            return None
+        return _failure(
+            f"{what} would put {TARGET_FILES[target]} at {_size(after):,}/{limit:,} chars, over the limit "
+            f"(now {_size(before):,}). Nothing was written: replace or remove entries to make room first."
+        )
+
+    def _write(
+        self,
+        target: str,
+        entries: list[str],
+        action: str,
+        provenance: Provenance | None,
+        **details: str,
+    ) -> None:
+        write_atomic(self.path(target), ENTRY_DELIMITER.join(entries))
+        record: dict[str, Any] = {"ts": round(time.time(), 3), "action": action, "target": target, **details}
+        record.update((provenance or Provenance()).as_dict())
+        self._append_provenance(record)
+
+    def _append_provenance(self, record: Mapping[str, Any]) -> None:
+        path = self.provenance_path
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True)
+        # The log is append-only, but every write is still whole-file atomic (the project's rule):
+        # a crash leaves the previous log intact rather than a torn last line. Memory writes are
+        # rare and the log is small, so rewriting it costs nothing that matters.
+        with file_lock(path, timeout=self.lock_timeout):
+            try:
+                existing = path.read_bytes() if path.exists() else b""
+            except OSError as exc:
+                raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+            if existing and not existing.endswith(b"\n"):
+                existing += b"\n"
+            write_atomic(path, existing + line.encode("utf-8") + b"\n")
+
+    def _success(self, target: str, entries: list[str], message: str) -> dict[str, Any]:
+        return {
+            "success": True,
+            "message": message,
+            "target": target,
+            "usage": self.usage(target, entries),
+            "entry_count": len(entries),
+        }
+
+
+def _check_target(target: str) -> Target:
+    if target not in TARGET_FILES:
+        raise StoreError(f"Unknown memory target {target!r}: use 'memory' or 'user'.")
+    return target  # type: ignore[return-value]
+
+
+def _failure(message: str) -> dict[str, Any]:
+    return {"success": False, "error": message}
+
+
+def _size(entries: list[str]) -> int:
+    return len(ENTRY_DELIMITER.join(entries)) if entries else 0
+
+
+def _find_unique(entries: list[str], old_text: str) -> int | dict[str, Any]:
+    """Return the index of the one entry containing ``old_text``, or a failure result."""
+    matches = [i for i, entry in enumerate(entries) if old_text in entry]
+    if not matches:
+        return _failure(f"No entry matched '{old_text}'.")
+    if len({entries[i] for i in matches}) > 1:
+        return _failure(f"Multiple entries matched '{old_text}'. Be more specific.")
+    return matches[0]
+
+
+def _read_entries(path: Path) -> list[str]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"Cannot read {path}: {exc}.", path=path) from exc
+    return [entry.strip() for entry in raw.split(ENTRY_DELIMITER) if entry.strip()]
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    yield line
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc

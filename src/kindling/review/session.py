@@ -1,0 +1,139 @@
+"""Review a stored session: read it, turn it into OpenAI messages, run the review on it.
+
+Used by ``kindling review`` and by the scheduler's review jobs. The conversion keeps the tool
+protocol valid, because a strict endpoint rejects a history with an unanswered call or an
+orphan result: a result with no matching call is dropped (and counted), and a call whose result
+was never recorded is answered with a placeholder saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kindling.agent.loop import Runtime
+from kindling.errors import NotFoundError
+from kindling.review.loop import DEFAULT_MAX_ITERATIONS, ReviewOutcome, run_review
+from kindling.review.memory import MemoryStore, Provenance
+from kindling.review.skills import SkillStore
+from kindling.sessions.model import Session
+
+logger = logging.getLogger(__name__)
+
+MISSING_RESULT = '{"success": false, "error": "No result was recorded for this call."}'
+
+
+@dataclass
+class ConversionReport:
+    """What converting a session to messages had to repair."""
+
+    orphan_results: int = 0
+    unanswered_calls: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def session_messages(session: Session, report: ConversionReport | None = None) -> list[dict[str, Any]]:
+    """Return ``session`` as OpenAI chat messages with a valid tool-call protocol."""
+    counts = report if report is not None else ConversionReport()
+    messages: list[dict[str, Any]] = []
+    pending: list[str] = []  # ids of calls waiting for their result, in order
+
+    def close_pending() -> None:
+        for call_id in pending:
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
+            counts.unanswered_calls += 1
+        pending.clear()
+
+    for message in session.messages:
+        if message.role == "tool":
+            if message.tool_call_id in pending:
+                pending.remove(message.tool_call_id)
+                messages.append(
+                    {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content or ""}
+                )
+            else:
+                counts.orphan_results += 1
+            continue
+        close_pending()
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.role == "assistant" and message.tool_calls:
+            entry["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.raw_arguments
+                        if call.raw_arguments is not None
+                        else json.dumps(dict(call.arguments), ensure_ascii=False),
+                    },
+                }
+                for call in message.tool_calls
+            ]
+            pending.extend(call.id for call in message.tool_calls)
+        elif message.content is None:
+            entry["content"] = ""
+        messages.append(entry)
+    close_pending()
+    if counts.orphan_results:
+        counts.notes.append(f"{counts.orphan_results} tool result(s) without a matching call were dropped")
+    if counts.unanswered_calls:
+        counts.notes.append(
+            f"{counts.unanswered_calls} call(s) without a recorded result were answered as missing"
+        )
+    return messages
+
+
+def load_session(source: str | Path, session_id: str, format: str | None = None) -> Session:
+    """Return session ``session_id`` from ``source``; raise NotFoundError or SourceError."""
+    from kindling.sessions import iter_sessions
+
+    for session in iter_sessions(source, format):
+        if session.id == session_id:
+            return session
+    raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
+
+
+def review_session(
+    source: str | Path,
+    session_id: str,
+    *,
+    runtime: Runtime,
+    review_memory: bool = True,
+    review_skills: bool = True,
+    format: str | None = None,
+    memory_store: MemoryStore | None = None,
+    skill_store: SkillStore | None = None,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+) -> ReviewOutcome:
+    """Review one stored session in the calling thread and return the outcome.
+
+    Endpoint and tool failures come back in ``outcome.error``. Raises NotFoundError when the
+    session does not exist and SourceError when the source cannot be read.
+    """
+    session = load_session(source, session_id, format)
+    report = ConversionReport()
+    snapshot = session_messages(session, report)
+    for note in report.notes:
+        logger.warning("Session %s: %s.", session_id, note)
+    provenance = Provenance(
+        write_origin="session_review",
+        execution_context="kindling review",
+        session_id=session.id,
+        parent_session_id=session.parent_id or "",
+        platform=str(session.metadata.get("platform") or session.metadata.get("source") or ""),
+        task_id=str(session.metadata.get("task_id") or ""),
+    )
+    return run_review(
+        snapshot,
+        runtime,
+        review_memory=review_memory,
+        review_skills=review_skills,
+        memory_store=memory_store,
+        skill_store=skill_store,
+        provenance=provenance,
+        max_iterations=max_iterations,
+    )

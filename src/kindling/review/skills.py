@@ -1,0 +1,317 @@
+"""Skills as Hermes Agent keeps them: ``$HERMES_HOME/skills/[<category>/]<name>/SKILL.md``.
+
+A SKILL.md starts with YAML front matter between ``---`` lines (``name`` and ``description``
+required; ``version`` and ``tags`` optional) followed by the instructions. Names and categories
+match ``^[a-z0-9][a-z0-9._-]*$`` and are at most 64 characters, so they are always safe path
+segments. Writes are atomic and serialised by one lock on the skills directory.
+
+Mutations (create, edit, patch, delete) return Hermes-shaped result dicts for the model
+(``{"success": true, "message": "Skill 'x' created.", ...}`` or ``{"success": false, "error"}``);
+reads (:meth:`SkillStore.list`, :meth:`SkillStore.read`) return :class:`Skill` objects and raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kindling.config import hermes_home
+from kindling.errors import InvalidNameError, NotFoundError, StoreError
+from kindling.fileio import file_lock, write_atomic
+
+logger = logging.getLogger(__name__)
+
+SKILL_FILE = "SKILL.md"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+MAX_NAME_LENGTH = 64
+MAX_DESCRIPTION_LENGTH = 1024
+MAX_SKILL_CHARS = 100_000
+_LOCK_NAME = ".kindling-skills"
+
+
+def skills_dir() -> Path:
+    """Return Hermes's skills directory, ``$HERMES_HOME/skills``."""
+    return hermes_home() / "skills"
+
+
+def validate_skill_name(name: str, *, kind: str = "skill name") -> str:
+    """Return ``name`` when it is a safe skill (or category) name; raise InvalidNameError if not."""
+    if not isinstance(name, str) or not name:
+        raise InvalidNameError(f"A {kind} is required.", name=str(name), kind=kind)
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidNameError(
+            f"The {kind} '{name}' is longer than {MAX_NAME_LENGTH} characters.", name=name, kind=kind
+        )
+    if not NAME_RE.match(name):
+        raise InvalidNameError(
+            f"Invalid {kind} '{name}': use lowercase letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit.",
+            name=name,
+            kind=kind,
+        )
+    return name
+
+
+def parse_front_matter(content: str) -> tuple[dict[str, Any], str]:
+    """Split SKILL.md text into (front matter mapping, body).
+
+    Raises StoreError with the reason when the front matter is missing, unclosed, not YAML,
+    not a mapping, lacks ``name``/``description``, or when the body is empty.
+    """
+    text = content.lstrip("\ufeff")
+    if not text.strip():
+        raise StoreError("SKILL.md content cannot be empty.")
+    if not text.startswith("---"):
+        raise StoreError("SKILL.md must start with YAML front matter between '---' lines.")
+    end = re.search(r"\n---[ \t]*(\n|$)", text[3:])
+    if end is None:
+        raise StoreError("SKILL.md front matter is not closed: add a '---' line after it.")
+    try:
+        meta = yaml.safe_load(text[3 : end.start() + 3])
+    except yaml.YAMLError as exc:
+        raise StoreError(f"SKILL.md front matter is not valid YAML: {exc}") from None
+    if not isinstance(meta, dict):
+        raise StoreError("SKILL.md front matter must be a YAML mapping (key: value lines).")
+    for key in ("name", "description"):
+        if not meta.get(key):
+            raise StoreError(f"SKILL.md front matter must include '{key}'.")
+    if len(str(meta["description"])) > MAX_DESCRIPTION_LENGTH:
+        raise StoreError(f"The description is longer than {MAX_DESCRIPTION_LENGTH} characters.")
+    body = text[end.end() + 3 :].strip()
+    if not body:
+        raise StoreError("SKILL.md needs instructions after the front matter.")
+    return meta, body
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill on disk: its name, category, front matter fields, body and file."""
+
+    name: str
+    path: Path
+    category: str | None = None
+    description: str = ""
+    version: str | None = None
+    tags: tuple[str, ...] = ()
+    content: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self, *, with_content: bool = False) -> dict[str, Any]:
+        """Return the skill as JSON-ready data (``content`` only when asked)."""
+        data: dict[str, Any] = {
+            "name": self.name,
+            "category": self.category,
+            "description": self.description,
+            "version": self.version,
+            "tags": list(self.tags),
+            "path": str(self.path),
+        }
+        if with_content:
+            data["content"] = self.content
+        return data
+
+
+class SkillStore:
+    """The skills under one directory (default ``$HERMES_HOME/skills``)."""
+
+    def __init__(self, root: str | Path | None = None, *, lock_timeout: float = 30.0) -> None:
+        self.root = Path(root) if root is not None else skills_dir()
+        self.lock_timeout = lock_timeout
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def find(self, name: str) -> Path | None:
+        """Return the SKILL.md of skill ``name`` (any category), or None. Validates the name."""
+        validate_skill_name(name)
+        for candidate in (self.root / name / SKILL_FILE, *sorted(self.root.glob(f"*/{name}/{SKILL_FILE}"))):
+            hidden = any(part.startswith(".") for part in candidate.relative_to(self.root).parts)
+            if candidate.is_file() and not hidden:
+                return candidate
+        return None
+
+    def read(self, name: str) -> Skill:
+        """Return skill ``name``. Raises InvalidNameError, NotFoundError, or StoreError."""
+        path = self.find(name)
+        if path is None:
+            raise NotFoundError(f"No skill named '{name}' in {self.root}.", kind="skill", name=name)
+        return self._load(path)
+
+    def list(self) -> tuple[list[Skill], list[tuple[Path, str]]]:
+        """Return (skills sorted by category and name, unreadable SKILL.md files with the reason).
+
+        A broken SKILL.md is reported, never fatal and never silently dropped.
+        """
+        skills: list[Skill] = []
+        broken: list[tuple[Path, str]] = []
+        if not self.root.is_dir():
+            return skills, broken
+        found = [*self.root.glob(f"*/{SKILL_FILE}"), *self.root.glob(f"*/*/{SKILL_FILE}")]
+        for path in sorted(found):
+            if any(part.startswith(".") for part in path.relative_to(self.root).parts):
+                continue  # Hermes keeps archived and hub copies under dot-directories
+            try:
+                skills.append(self._load(path))
+            except StoreError as exc:
+                broken.append((path, str(exc)))
+        skills.sort(key=lambda s: (s.category or "", s.name))
+        return skills, broken
+
+    def _load(self, path: Path) -> Skill:
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"Cannot read {path}: {exc}.", path=path) from exc
+        try:
+            meta, _body = parse_front_matter(content)
+        except StoreError as exc:
+            raise StoreError(f"{path}: {exc}", path=path) from None
+        relative = path.parent.relative_to(self.root)
+        category = relative.parts[0] if len(relative.parts) == 2 else None
+        tags = meta.get("tags") or ()
+        return Skill(
+            name=path.parent.name,
+            path=path,
+            category=category,
+            description=str(meta.get("description", "")),
+            version=str(meta["version"]) if meta.get("version") is not None else None,
+            tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (str(tags),),
+            content=content,
+            meta=meta,
+        )
+
+    # -- tool actions ----------------------------------------------------------------------
+
+    def view(self, name: str) -> dict[str, Any]:
+        """Tool action ``view``: the skill's SKILL.md text and fields."""
+        try:
+            skill = self.read(name)
+        except (InvalidNameError, NotFoundError, StoreError) as exc:
+            return _failure(str(exc))
+        return {"success": True, **skill.as_dict(with_content=True)}
+
+    def list_result(self) -> dict[str, Any]:
+        """Tool action ``list``: every skill's name, category and description."""
+        skills, broken = self.list()
+        result: dict[str, Any] = {
+            "success": True,
+            "count": len(skills),
+            "skills": [
+                {"name": s.name, "category": s.category, "description": s.description} for s in skills
+            ],
+        }
+        if broken:
+            result["unreadable"] = [{"path": str(p), "error": why} for p, why in broken]
+        return result
+
+    def create(self, name: str, content: str, category: str | None = None) -> dict[str, Any]:
+        """Tool action ``create``: write a new skill's SKILL.md."""
+        try:
+            validate_skill_name(name)
+            if category:
+                validate_skill_name(category, kind="category")
+            _check_content(content)
+        except (InvalidNameError, StoreError) as exc:
+            return _failure(str(exc))
+        with self._locked():
+            existing = self.find(name)
+            if existing is not None:
+                return _failure(f"A skill named '{name}' already exists at {existing}.")
+            path = (self.root / category / name if category else self.root / name) / SKILL_FILE
+            write_atomic(path, content)
+        result: dict[str, Any] = {"success": True, "message": f"Skill '{name}' created.", "path": str(path)}
+        if category:
+            result["category"] = category
+        return result
+
+    def edit(self, name: str, content: str) -> dict[str, Any]:
+        """Tool action ``edit``: replace a skill's SKILL.md entirely."""
+        try:
+            _check_content(content)
+            with self._locked():
+                path = self._existing(name)
+                write_atomic(path, content)
+        except (InvalidNameError, NotFoundError, StoreError) as exc:
+            return _failure(str(exc))
+        return {"success": True, "message": f"Skill '{name}' updated.", "path": str(path)}
+
+    def patch(self, name: str, old_string: str, new_string: str) -> dict[str, Any]:
+        """Tool action ``patch``: replace the one occurrence of ``old_string`` in SKILL.md."""
+        if not old_string:
+            return _failure("old_string is required for 'patch'.")
+        try:
+            with self._locked():
+                path = self._existing(name)
+                text = path.read_text(encoding="utf-8")
+                count = text.count(old_string)
+                if count == 0:
+                    return _failure(f"old_string was not found in skill '{name}'.")
+                if count > 1:
+                    return _failure(
+                        f"old_string occurs {count} times in skill '{name}'; include more context."
+                    )
+                patched = text.replace(old_string, new_string, 1)
+                try:
+                    _check_content(patched)
+                except StoreError as exc:
+                    return _failure(f"The patch would break SKILL.md: {exc}")
+                write_atomic(path, patched)
+        except (InvalidNameError, NotFoundError, StoreError) as exc:
+            return _failure(str(exc))
+        except OSError as exc:
+            return _failure(f"Cannot read skill '{name}': {exc.strerror or exc}.")
+        return {"success": True, "message": f"Skill '{name}' patched.", "path": str(path)}
+
+    def delete(self, name: str) -> dict[str, Any]:
+        """Tool action ``delete``: remove the skill's directory (and an emptied category)."""
+        try:
+            with self._locked():
+                skill_dir = self._existing(name).parent
+                root = self.root.resolve()
+                resolved = skill_dir.resolve()
+                # Never follow a link out of the skills tree into someone else's files.
+                if skill_dir.is_symlink() or root not in resolved.parents:
+                    return _failure(f"Refusing to delete '{skill_dir}': it is not a directory inside {root}.")
+                shutil.rmtree(skill_dir)
+                parent = skill_dir.parent
+                if parent != self.root and not any(parent.iterdir()):
+                    parent.rmdir()
+        except (InvalidNameError, NotFoundError, StoreError) as exc:
+            return _failure(str(exc))
+        except OSError as exc:
+            return _failure(f"Cannot delete skill '{name}': {exc.strerror or exc}.")
+        return {"success": True, "message": f"Skill '{name}' deleted."}
+
+    def _existing(self, name: str) -> Path:
+        path = self.find(name)
+        if path is None:
+            raise NotFoundError(
+                f"Skill '{name}' not found. Use action 'list' to see skills.", kind="skill", name=name
+            )
+        return path
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with file_lock(self.root / _LOCK_NAME, timeout=self.lock_timeout):
+            yield
+
+
+def _check_content(content: str) -> None:
+    if not isinstance(content, str):
+        raise StoreError("content must be text.")
+    if len(content) > MAX_SKILL_CHARS:
+        raise StoreError(
+            f"SKILL.md is {len(content):,} characters; the limit is {MAX_SKILL_CHARS:,}. Keep skills focused."
+        )
+    parse_front_matter(content)
+
+
+def _failure(message: str) -> dict[str, Any]:
+    return {"success": False, "error": message}

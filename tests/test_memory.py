@@ -1,0 +1,200 @@
+"""The Hermes-compatible memory store: files, limits, result shapes, provenance, concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kindling.errors import StoreError
+from kindling.review.memory import ENTRY_DELIMITER, MemoryStore, Provenance, memories_dir
+
+
+def test_default_location_is_hermes_home(isolated_homes: Path) -> None:
+    store = MemoryStore()
+    assert store.path("memory") == isolated_homes / "hermes" / "memories" / "MEMORY.md"
+    assert store.path("user") == memories_dir() / "USER.md"
+    assert store.provenance_path == memories_dir() / "provenance.jsonl"
+    with pytest.raises(StoreError, match="Unknown memory target"):
+        store.path("../etc")
+
+
+def test_add_replace_remove_write_hermes_files_and_results() -> None:
+    store = MemoryStore()
+    added = store.add("memory", "  The repo uses uv, not pip.  ")
+    assert added == {
+        "success": True,
+        "message": "Entry added.",
+        "target": "memory",
+        "usage": "1% — 26/2,200 chars",
+        "entry_count": 1,
+    }
+    store.add("memory", "CI runs on Python 3.11.")
+    assert (
+        store.path("memory").read_text(encoding="utf-8")
+        == "The repo uses uv, not pip.\n§\nCI runs on Python 3.11."
+    )
+
+    replaced = store.replace("memory", "Python 3.11", "CI runs on Python 3.12.")
+    assert replaced["success"] is True and replaced["message"] == "Entry replaced."
+    assert store.entries("memory") == ["The repo uses uv, not pip.", "CI runs on Python 3.12."]
+
+    removed = store.remove("memory", "uses uv")
+    assert removed["message"] == "Entry removed." and removed["entry_count"] == 1
+    assert store.path("memory").read_text(encoding="utf-8") == "CI runs on Python 3.12."
+
+    user = store.add("user", "Prefers short answers.")
+    assert user["target"] == "user" and user["usage"] == "1% — 22/1,375 chars"
+    assert store.path("user").read_text(encoding="utf-8") == "Prefers short answers."
+
+
+def test_reads_files_hermes_wrote() -> None:
+    path = memories_dir() / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("first entry\nspans two lines\n§\nsecond § with a section sign\n§\n\n", encoding="utf-8")
+    assert MemoryStore().entries("memory") == ["first entry\nspans two lines", "second § with a section sign"]
+
+
+def test_errors_are_results_and_write_nothing() -> None:
+    store = MemoryStore()
+    store.add("memory", "alpha one")
+    store.add("memory", "alpha two")
+    before = store.path("memory").read_bytes()
+    cases = [
+        (store.add("memory", "   "), "Content cannot be empty."),
+        (store.replace("memory", "alpha", "x"), "Multiple entries matched 'alpha'. Be more specific."),
+        (store.replace("memory", "gamma", "x"), "No entry matched 'gamma'."),
+        (store.replace("memory", "", "x"), "old_text cannot be empty"),
+        (store.replace("memory", "one", " "), "content cannot be empty"),
+        (store.remove("memory", "zzz"), "No entry matched 'zzz'."),
+        (store.apply("shred", "memory"), "Unknown action 'shred'"),
+        (store.apply("add", "secrets", content="x"), "Invalid target 'secrets'"),
+    ]
+    for result, expected in cases:
+        assert set(result) == {"success", "error"} and result["success"] is False
+        assert result["error"].startswith(expected)
+    assert store.path("memory").read_bytes() == before
+    duplicate = store.add("memory", "alpha one")
+    assert (
+        duplicate["success"] is True and duplicate["message"] == "Entry already exists (no duplicate added)."
+    )
+    assert store.entries("memory") == ["alpha one", "alpha two"]
+
+
+def test_limit_refuses_and_never_truncates() -> None:
+    store = MemoryStore(memory_limit=40)
+    assert store.add("memory", "x" * 30)["success"] is True
+    refused = store.add("memory", "y" * 10)  # 30 + 3 (delimiter) + 10 = 43 > 40
+    assert refused["success"] is False
+    assert "43/40 chars, over the limit" in refused["error"] and "Nothing was written" in refused["error"]
+    assert store.entries("memory") == ["x" * 30]
+    assert store.replace("memory", "xxx", "z" * 41)["success"] is False
+    assert store.entries("memory") == ["x" * 30]
+    assert store.add("memory", "y" * 7)["usage"] == "100% — 40/40 chars"
+
+
+def test_default_limits_match_hermes() -> None:
+    store = MemoryStore()
+    assert store.limits == {"memory": 2200, "user": 1375}
+    assert store.add("user", "u" * 1375)["success"] is True
+    assert store.add("user", "v")["success"] is False
+
+
+def test_provenance_lines_drop_empty_fields_and_count_malformed() -> None:
+    store = MemoryStore()
+    origin = Provenance(write_origin="background_review", session_id="s1", platform="cli")
+    store.add("user", "Name is Ada.", provenance=origin.with_call(tool_name="memory", tool_call_id="call_9"))
+    store.replace("user", "Ada", "Name is Ada L.", provenance=origin)
+    store.add("memory", "refused " * 400, provenance=origin)  # over the limit: no line
+    records, malformed = store.read_provenance()
+    assert malformed == 0 and len(records) == 2
+    first = records[0]
+    assert {k: v for k, v in first.items() if k != "ts"} == {
+        "action": "add",
+        "target": "user",
+        "content": "Name is Ada.",
+        "write_origin": "background_review",
+        "session_id": "s1",
+        "platform": "cli",
+        "tool_name": "memory",
+        "tool_call_id": "call_9",
+    }
+    assert (
+        records[1]["action"] == "replace"
+        and records[1]["old_text"] == "Ada"
+        and "tool_call_id" not in records[1]
+    )
+    with store.provenance_path.open("a", encoding="utf-8") as handle:
+        handle.write("{torn line\n[1]\n")
+    store.remove("user", "Ada")
+    records, malformed = store.read_provenance()
+    assert malformed == 2 and [r["action"] for r in records] == ["add", "replace", "remove"]
+
+
+def test_threads_writing_at_once_lose_no_entry() -> None:
+    store = MemoryStore(memory_limit=100_000)
+    barrier = threading.Barrier(4)
+
+    def writer(worker: int) -> None:
+        barrier.wait()
+        for i in range(15):
+            assert store.add("memory", f"thread {worker} fact {i}")["success"] is True
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(store.entries("memory")) == sorted(
+        f"thread {w} fact {i}" for w in range(4) for i in range(15)
+    )
+    records, _ = store.read_provenance()
+    assert len(records) == 60
+
+
+def test_two_processes_writing_the_same_file_lose_no_entry(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from kindling.review.memory import MemoryStore
+        store = MemoryStore(sys.argv[1], memory_limit=100_000)
+        start = float(sys.argv[3])
+        while time.time() < start:  # both processes begin writing at the same moment
+            time.sleep(0.001)
+        for i in range(25):
+            result = store.add("memory", f"process {sys.argv[2]} fact {i}")
+            assert result["success"], result
+        """
+    )
+    directory = tmp_path / "shared-memories"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    start = str(time.time() + 1.5)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(directory), name, start], env=env, stderr=subprocess.PIPE
+        )
+        for name in ("a", "b")
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+    entries = MemoryStore(directory).entries("memory")
+    assert len(entries) == 50
+    assert set(entries) == {f"process {p} fact {i}" for p in "ab" for i in range(25)}
+    assert (directory / "MEMORY.md").read_text(encoding="utf-8").count(ENTRY_DELIMITER) == 49
+
+
+def test_unreadable_memory_file_is_a_store_error() -> None:
+    path = memories_dir() / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(StoreError, match="Cannot read"):
+        MemoryStore().entries("memory")
+    assert json.loads(json.dumps(MemoryStore().entries("user"))) == []
