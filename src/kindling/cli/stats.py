@@ -21,7 +21,7 @@ def _percent(value: float | None) -> str:
 def _interval(row: dict[str, Any]) -> str:
     if row.get("ci_low") is None:
         return "-"
-    return f"{row['ci_low']:.1%} – {row['ci_high']:.1%}"
+    return f"{row['ci_low'] * 100:.1f}–{row['ci_high'] * 100:.1f}%"
 
 
 def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
@@ -43,10 +43,15 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
     console.print(summary)
 
     cohorts = Table(title="Failure rate by session length (Wilson 95% interval)", title_justify="left")
-    for column in ("cohort", "messages", "sessions", "calls", "results", "failures", "failure rate", "95% CI"):
-        cohorts.add_column(column, justify="left" if column == "cohort" else "right")
+    cohorts.add_column("cohort", no_wrap=True)
+    for column in ("msgs", "sessions", "calls", "results", "failed", "rate", "95% CI"):
+        cohorts.add_column(column, justify="right", no_wrap=True)
     for name, row in data["cohorts"].items():
-        span = f"{row['min_messages']}-{row['max_messages']}" if row["max_messages"] is not None else f">= {row['min_messages']}"
+        span = (
+            f"{row['min_messages']}-{row['max_messages']}"
+            if row["max_messages"] is not None
+            else f">= {row['min_messages']}"
+        )
         cohorts.add_row(
             name,
             span,
@@ -69,24 +74,32 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
         console.print(f"{first} vs {second}: {comparison['difference'] * 100:+.1f} points; {verdict}.\n")
 
     tools = list(data["tools"].items())[:top]
-    table = Table(title=f"Tools (top {len(tools)} by calls)", title_justify="left")
-    table.add_column("tool")
-    for column in ("calls", "results", "failures", "failure rate"):
-        table.add_column(column, justify="right")
     cohort_names = list(data["cohorts"])
     if by_tool:
-        for name in cohort_names:
-            table.add_column(f"{name} rate (95% CI)", justify="right")
+        title = f"Failure rate per tool and cohort (top {len(tools)} tools by calls; 95% CI in brackets)"
+    else:
+        title = f"Tools (top {len(tools)} by calls)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("tool", no_wrap=True)
+    columns = ("calls", "rate", *cohort_names) if by_tool else ("calls", "results", "failed", "rate")
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True)
     for tool, row in tools:
-        cells = [tool, f"{row['calls']:,}", f"{row['results']:,}", f"{row['failures']:,}", _percent(row["failure_rate"])]
+        cells = [tool, f"{row['calls']:,}"]
+        if not by_tool:
+            cells += [f"{row['results']:,}", f"{row['failures']:,}"]
+        cells.append(_percent(row["failure_rate"]))
         if by_tool:
             for name in cohort_names:
                 per = data["cohorts"][name]["tools"].get(tool)
-                cells.append("-" if not per or per["failure_rate"] is None else f"{_percent(per['failure_rate'])} ({_interval(per)})")
+                if not per or per["failure_rate"] is None:
+                    cells.append("-")
+                else:
+                    cells.append(f"{_percent(per['failure_rate'])} ({_interval(per)[:-1]})")
         table.add_row(*cells)
     console.print(table)
 
-    types = Table(title="Task types (by dominant tool family)", title_justify="left")
+    types = Table(title="Task types", caption="by dominant tool family", title_justify="left")
     types.add_column("type")
     types.add_column("sessions", justify="right")
     for name, count in data["task_types"].items():
@@ -108,16 +121,22 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         format: Annotated[
-            str | None, typer.Option("--format", "-f", help="Force the source format instead of detecting it.")
+            str | None,
+            typer.Option("--format", "-f", help="Force the source format instead of detecting it."),
         ] = None,
         plot: Annotated[
             Path | None,
             typer.Option("--plot", help="Also draw failure rate by cohort to this PNG file.", dir_okay=False),
         ] = None,
         by_tool: Annotated[
-            bool, typer.Option("--by-tool", help="Break failure rates down per tool in each cohort (table and plot).")
+            bool,
+            typer.Option(
+                "--by-tool", help="Break failure rates down per tool in each cohort (table and plot)."
+            ),
         ] = False,
-        top: Annotated[int, typer.Option("--top", min=1, help="How many tools to show, most-called first.")] = DEFAULT_TOP,
+        top: Annotated[
+            int, typer.Option("--top", min=1, help="How many tools to show, most-called first.")
+        ] = DEFAULT_TOP,
         json_output: JsonOption = False,
     ) -> None:
         """Report tool-call failure rates by tool and by session length.

@@ -1,0 +1,134 @@
+"""``kindling stats`` on the generated sample database: JSON keys and numbers, the table, the PNG."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kindling.cli.main import app
+from kindling.sessions import generate_sample_db
+
+INTERFACE_KEYS = [
+    "sessions",
+    "messages",
+    "tool_calls",
+    "results_paired",
+    "results_failed",
+    "calls_unanswered",
+    "skipped",
+    "tools",
+    "task_types",
+    "cohorts",
+]
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate_sample_db(tmp_path_factory.mktemp("sample") / "state.db", sessions=150, seed=3)
+
+
+def _agent_calls_in_db(path: Path) -> tuple[int, int]:
+    """Count sessions and assistant tool calls straight from SQL, independently of the reader."""
+    with sqlite3.connect(path) as conn:
+        sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+        calls = 0
+        for (raw,) in conn.execute(
+            "SELECT tool_calls FROM messages WHERE role = 'assistant' AND active = 1 AND tool_calls IS NOT NULL"
+        ):
+            calls += len(orjson.loads(raw))
+    return sessions, calls
+
+
+def test_stats_json_matches_the_database(sample_db: Path) -> None:
+    result = CliRunner().invoke(app, ["stats", str(sample_db), "--json"])
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    assert [key for key in INTERFACE_KEYS if key not in data] == []
+    sessions, calls = _agent_calls_in_db(sample_db)
+    assert data["sessions"] == sessions
+    assert data["tool_calls"] == calls
+    assert data["results_paired"] + data["calls_unanswered"] == data["tool_calls"]
+    assert 0 < data["results_failed"] < data["results_paired"]
+    assert sum(t["calls"] for t in data["tools"].values()) == data["tool_calls"]
+    assert sum(c["sessions"] for c in data["cohorts"].values()) == data["sessions"]
+    assert sum(c["calls"] for c in data["cohorts"].values()) == data["tool_calls"]
+    assert sum(data["task_types"].values()) == data["sessions"]
+    for row in data["cohorts"].values():
+        if row["failure_rate"] is not None:
+            assert row["ci_low"] <= row["failure_rate"] <= row["ci_high"]
+    # The sample is built so that marathon sessions fail less than mid-length ones.
+    assert data["cohorts"]["marathon"]["failure_rate"] < data["cohorts"]["mid"]["failure_rate"]
+
+
+def test_several_sources_are_read_as_one(sample_db: Path) -> None:
+    once = orjson.loads(CliRunner().invoke(app, ["stats", str(sample_db), "--json"]).stdout)
+    twice = orjson.loads(CliRunner().invoke(app, ["stats", str(sample_db), str(sample_db), "--json"]).stdout)
+    assert twice["sessions"] == 2 * once["sessions"]
+    assert twice["results_failed"] == 2 * once["results_failed"]
+
+
+def test_stats_table_is_readable(sample_db: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["stats", str(sample_db), "--by-tool", "--top", "3"], env={"COLUMNS": "160"}
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for needle in (
+        "Failure rate by session length",
+        "marathon",
+        ">= 100",
+        "top 3 tools by calls",
+        "95% CI in brackets",
+        "Task types",
+    ):
+        assert needle in out, needle
+    assert "marathon vs mid:" in out
+
+
+def test_stats_plot_writes_a_png_that_opens(sample_db: Path, tmp_path: Path) -> None:
+    import matplotlib.image
+
+    for by_tool, name in ((False, "cohorts.png"), (True, "by_tool.png")):
+        target = tmp_path / "plots" / name
+        args = ["stats", str(sample_db), "--plot", str(target), "--json"] + (["--by-tool"] if by_tool else [])
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert orjson.loads(result.stdout)["plot"] == str(target)
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        pixels = matplotlib.image.imread(target)
+        assert pixels.shape[0] == 500 and pixels.shape[1] == 900
+        # Not a blank canvas: bars and text put several colours on it.
+        assert len({tuple(p) for p in pixels.reshape(-1, pixels.shape[2])[::97]}) > 5
+    # Atomic writes leave no temporary files behind.
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["by_tool.png", "cohorts.png"]
+
+
+def test_missing_source_is_one_clear_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["stats", str(tmp_path / "nope.db")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_default_source_is_hermes_state_db(isolated_homes: Path) -> None:
+    generate_sample_db(isolated_homes / "hermes" / "state.db", sessions=20, seed=1)
+    data = orjson.loads(CliRunner().invoke(app, ["stats", "--json"]).stdout)
+    assert data["sessions"] == 20
+
+
+def test_bad_mining_config_is_reported(sample_db: Path, isolated_homes: Path) -> None:
+    config = isolated_homes / "kindling" / "mining.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('{"outcome_rules": [{"name": "x", "kind": "text"}]}')
+    result = CliRunner().invoke(app, ["stats", str(sample_db)])
+    assert result.exit_code == 1
+    assert "mining.json" in result.stderr and "pattern" in result.stderr
+
+
+def test_help_explains_the_command() -> None:
+    result = CliRunner().invoke(app, ["stats", "--help"])
+    assert result.exit_code == 0
+    assert "Wilson" in result.stdout and "--by-tool" in result.stdout and "--plot" in result.stdout
