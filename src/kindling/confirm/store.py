@@ -423,11 +423,11 @@ class ConfirmationStore:
                 self._audit(conn, decision, request_id, identity.name, data, at=now)
                 fresh = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).one()
                 return self._row_to_request(fresh)
-            if row.status == "pending":
-                # Past its timeout but not yet swept: a timeout denies, so expire it now.
-                self._expire_one(conn, request_id, now)
-                raise ConfirmError(f"Request {request_id} has expired.", status_code=409)
-        raise ConfirmError(f"Request {request_id} is already {row.status}.", status_code=409)
+            # Past its timeout but not yet swept: a timeout denies, so expire it now (and commit
+            # that before refusing, which is why the error is raised outside the transaction).
+            expired_now = row.status == "pending" and self._expire_one(conn, request_id, now)
+        status = "expired" if expired_now else row.status
+        raise ConfirmError(f"Request {request_id} is already {status}.", status_code=409)
 
     def _expire_one(self, conn: Connection, request_id: str, now: float) -> bool:
         result = conn.execute(
