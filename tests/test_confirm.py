@@ -38,7 +38,9 @@ def client(store: ConfirmationStore, tokens: Tokens) -> Iterator[httpx.Client]:
         yield c
 
 
-def submit(client: httpx.Client, token: str, action: str = "deploy_staging", **extra: object) -> httpx.Response:
+def submit(
+    client: httpx.Client, token: str, action: str = "deploy_staging", **extra: object
+) -> httpx.Response:
     body = {"action": action, "description": f"Run {action}", "details": {"target": "eu-1"}, **extra}
     return client.post("/confirm", json=body, headers=auth(token))
 
@@ -52,7 +54,9 @@ def test_submit_approve_then_status_approved(client: httpx.Client, tokens: Token
     assert body["approve_url"].endswith(f"/confirm/{body['id']}/approve")
     assert body["deny_url"].endswith(f"/confirm/{body['id']}/deny")
     assert body["digest"] == request_digest("deploy_staging", "Run deploy_staging", {"target": "eu-1"})
-    r = client.post(f"/confirm/{body['id']}/approve", json={"approver": "Alice A."}, headers=auth(tokens.approver))
+    r = client.post(
+        f"/confirm/{body['id']}/approve", json={"approver": "Alice A."}, headers=auth(tokens.approver)
+    )
     assert r.status_code == 200
     assert r.json()["status"] == "approved" and r.json()["decided_by"] == "alice"
     got = client.get(f"/confirm/{body['id']}", headers=auth(tokens.agent)).json()
@@ -61,8 +65,11 @@ def test_submit_approve_then_status_approved(client: httpx.Client, tokens: Token
 
 def test_deny_with_reason(client: httpx.Client, tokens: Tokens) -> None:
     rid = submit(client, tokens.agent).json()["id"]
-    r = client.post(f"/confirm/{rid}/deny", json={"denier": "bob", "reason": "not on a Friday"},
-                    headers=auth(tokens.approver2))
+    r = client.post(
+        f"/confirm/{rid}/deny",
+        json={"denier": "bob", "reason": "not on a Friday"},
+        headers=auth(tokens.approver2),
+    )
     assert r.status_code == 200
     assert r.json()["status"] == "denied" and r.json()["reason"] == "not on a Friday"
     assert r.json()["decided_by"] == "bob"
@@ -89,7 +96,9 @@ def test_bad_bodies_are_400_and_oversized_is_413(client: httpx.Client, tokens: T
     big = {"action": "x", "description": "y", "details": {"blob": "z" * 1_100_000}}
     assert client.post("/confirm", json=big, headers=h).status_code == 413
     rid = submit(client, tokens.agent).json()["id"]
-    assert client.post(f"/confirm/{rid}/approve", content=b"{", headers=auth(tokens.approver)).status_code == 400
+    assert (
+        client.post(f"/confirm/{rid}/approve", content=b"{", headers=auth(tokens.approver)).status_code == 400
+    )
     # Nothing bad was stored: only the one good request exists.
     assert len(client.get("/confirm", headers=auth(tokens.approver)).json()["requests"]) == 1
 
@@ -115,17 +124,24 @@ def test_eleventh_request_of_an_action_is_429(client: httpx.Client, tokens: Toke
     assert submit(client, tokens.agent, "other_action").status_code == 202
 
 
-def test_whitelist_auto_approves_but_never_high_risk(client: httpx.Client, tokens: Tokens,
-                                                     store: ConfirmationStore) -> None:
+def test_whitelist_auto_approves_but_never_high_risk(
+    client: httpx.Client, tokens: Tokens, store: ConfirmationStore
+) -> None:
     h = auth(tokens.admin)
     assert client.post("/whitelist", json={"action": "read_*"}, headers=h).status_code == 201
-    assert client.post("/whitelist", json={"action": "restart_worker", "session_key": "s9"},
-                       headers=h).status_code == 201
+    assert (
+        client.post(
+            "/whitelist", json={"action": "restart_worker", "session_key": "s9"}, headers=h
+        ).status_code
+        == 201
+    )
     refused = client.post("/whitelist", json={"action": "deploy_production"}, headers=h)
     assert refused.status_code == 400 and "high-risk" in refused.json()["error"]
     r = submit(client, tokens.agent, "read_logs")
     assert r.status_code == 200 and r.json()["status"] == "auto_approved"
-    assert submit(client, tokens.agent, "restart_worker", session_key="s9").json()["status"] == "auto_approved"
+    assert (
+        submit(client, tokens.agent, "restart_worker", session_key="s9").json()["status"] == "auto_approved"
+    )
     assert submit(client, tokens.agent, "restart_worker", session_key="s1").status_code == 202
     # Even a catch-all rule (added below the API's guard, straight into the store) cannot approve high risk.
     with store.engine.begin() as conn:
@@ -142,8 +158,12 @@ def test_whitelist_auto_approves_but_never_high_risk(client: httpx.Client, token
 
 def test_auth_401_403_and_requester_cannot_decide(client: httpx.Client, tokens: Tokens) -> None:
     assert client.post("/confirm", json={"action": "a", "description": "b"}).status_code == 401
-    assert client.post("/confirm", json={"action": "a", "description": "b"},
-                       headers=auth("kct_wrong")).status_code == 401
+    assert (
+        client.post(
+            "/confirm", json={"action": "a", "description": "b"}, headers=auth("kct_wrong")
+        ).status_code
+        == 401
+    )
     assert client.get("/audit").status_code == 401
     rid = submit(client, tokens.agent).json()["id"]
     assert client.post(f"/confirm/{rid}/approve").status_code == 401
@@ -179,10 +199,13 @@ def test_revoked_token_stops_working(client: httpx.Client, tokens: Tokens) -> No
 
 def test_digest_binds_the_decision(client: httpx.Client, tokens: Tokens) -> None:
     body = submit(client, tokens.agent).json()
-    wrong = client.post(f"/confirm/{body['id']}/approve", json={"digest": "0" * 64}, headers=auth(tokens.approver))
+    wrong = client.post(
+        f"/confirm/{body['id']}/approve", json={"digest": "0" * 64}, headers=auth(tokens.approver)
+    )
     assert wrong.status_code == 412
-    ok = client.post(f"/confirm/{body['id']}/approve", json={"digest": body["digest"]},
-                     headers=auth(tokens.approver))
+    ok = client.post(
+        f"/confirm/{body['id']}/approve", json={"digest": body["digest"]}, headers=auth(tokens.approver)
+    )
     assert ok.status_code == 200
 
 
@@ -235,8 +258,9 @@ def test_fifty_concurrent_decisions_exactly_one_wins(client: httpx.Client, token
     assert len([e for e in events if e["request_id"] == rid and e["event"] in ("approved", "denied")]) == 1
 
 
-def test_expiry_happens_without_anyone_looking(client: httpx.Client, tokens: Tokens,
-                                               store: ConfirmationStore) -> None:
+def test_expiry_happens_without_anyone_looking(
+    client: httpx.Client, tokens: Tokens, store: ConfirmationStore
+) -> None:
     rid = submit(client, tokens.agent, timeout_seconds=1).json()["id"]
     time.sleep(1.6)
     # Read the database directly, not through the API: the sweeper did it on its own.
@@ -261,7 +285,11 @@ def test_audit_and_health(client: httpx.Client, tokens: Tokens, store: Confirmat
     rid = submit(client, tokens.agent).json()["id"]
     client.post(f"/confirm/{rid}/approve", headers=auth(tokens.approver))
     health = client.get("/health")
-    assert health.status_code == 200 and health.json()["status"] == "ok" and health.json()["database"] == "sqlite"
+    assert (
+        health.status_code == 200
+        and health.json()["status"] == "ok"
+        and health.json()["database"] == "sqlite"
+    )
     events = client.get("/audit", params={"limit": 2}, headers=auth(tokens.approver)).json()["events"]
     assert [e["event"] for e in events] == ["approved", "submitted"]
     assert events[0]["prev_hash"] == events[1]["hash"]
@@ -285,7 +313,7 @@ def test_audit_is_append_only_and_tampering_is_detected(store: ConfirmationStore
     # Someone with file access drops the guard and edits a row: verify names the row.
     with store.engine.begin() as conn:
         conn.exec_driver_sql("DROP TRIGGER confirm_audit_no_update")
-        conn.exec_driver_sql("UPDATE confirm_audit SET data = '{\"action\":\"evil\"}' WHERE seq = 7")
+        conn.exec_driver_sql('UPDATE confirm_audit SET data = \'{"action":"evil"}\' WHERE seq = 7')
     bad = store.verify_audit()
     assert not bad.ok and bad.bad_seq == 7 and "hash" in (bad.problem or "")
 

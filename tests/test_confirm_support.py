@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,11 +52,16 @@ def auth(token: str) -> dict[str, str]:
 
 def daemon_settings(db: str, **changes: object) -> ConfirmSettings:
     """Settings for tests: loopback, any free port, short timeouts allowed, fast loops."""
-    base = ConfirmSettings(db=db, port=0, min_timeout=1, sweep_interval=0.1, outbox_interval=0.1,
-                           poll_interval=0.05, notify_retry_seconds=0.2)
+    base = ConfirmSettings(
+        db=db,
+        port=0,
+        min_timeout=1,
+        sweep_interval=0.1,
+        outbox_interval=0.1,
+        poll_interval=0.05,
+        notify_retry_seconds=0.2,
+    )
     return base.with_(**changes)
-
-
 
 
 @contextmanager
@@ -89,6 +95,8 @@ class DaemonProcess:
             **(env or {}),
         }
         self.proc: subprocess.Popen[bytes] | None = None
+        # A file, not a pipe: a chatty daemon must never block on a full pipe buffer.
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the daemon
 
     @property
     def url(self) -> str:
@@ -96,15 +104,27 @@ class DaemonProcess:
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kindling", "confirm", "serve", "--port", str(self.port), "--db", self.db,
-             "--log-level", "warning"],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "kindling",
+                "confirm",
+                "serve",
+                "--port",
+                str(self.port),
+                "--db",
+                self.db,
+                "--log-level",
+                "warning",
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise RuntimeError(f"daemon exited {self.proc.returncode}: {err.decode()[-2000:]}")
+                raise RuntimeError(f"daemon exited {self.proc.returncode}: {self.log()[-2000:]}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     return self
@@ -127,6 +147,7 @@ class DaemonProcess:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.proc and self.proc.stdout:
-            self.proc.stdout.close()
-            self.proc.stderr.close()  # type: ignore[union-attr]
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
