@@ -1,9 +1,259 @@
-"""CLI for this capability (not built yet)."""
+"""``kindling sessions`` (what a session source holds) and ``kindling sample`` (demo data)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from kindling.cli.common import JsonOption, console, err_console, print_json, progress_bar, show_progress
+
+_CONTENT_LIMIT = 1500
+_ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the root app."""
+    """Add the ``sessions`` and ``sample`` commands to the root app."""
+    app.command("sessions")(sessions_command)
+    app.command("sample")(sample_command)
+
+
+def sessions_command(
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Session sources: a Hermes state.db or Hermes home directory, a postgresql:// URL, "
+            "or a JSONL/JSON file. Default: $HERMES_HOME/state.db.",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench.",
+        ),
+    ] = None,
+    show: Annotated[
+        str | None, typer.Option("--show", help="Print the session with this id readably.")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Count what each source holds: sessions, messages, tool calls, tool results, skipped by reason.
+
+    Every malformed thing (bad JSON, a tool result with no call, an unknown role, bytes that are not
+    UTF-8, ...) is counted under its reason; a source that cannot be opened at all is one error line
+    and exit code 2.
+
+    Examples:
+
+      kindling sessions ~/.hermes/state.db
+
+      kindling sessions trajectories.jsonl.gz results.json --json
+
+      kindling sessions ~/.hermes --show 20260105_101500_a1b2c3
+    """
+    from kindling.config import hermes_state_db
+    from kindling.sessions import find_session, summarize_source
+
+    paths: list[str] = list(sources) if sources else [str(hermes_state_db())]
+    if show is not None:
+        session = _find_in(paths, show, format, find_session)
+        if json_output:
+            print_json(session.as_dict())
+        else:
+            _print_session(session)
+        return
+
+    results: list[dict[str, Any]] = []
+    with progress_bar(show_progress(json_output)) as progress:
+        for source in paths:
+            task = progress.add_task(f"Reading {source}", total=None) if progress is not None else None
+
+            def tick(report: Any, task: Any = task) -> None:
+                if progress is not None and task is not None and report.sessions % 50 == 0:
+                    progress.update(task, completed=report.sessions)
+
+            fmt, report = summarize_source(source, format, on_session=tick)
+            if progress is not None and task is not None:
+                progress.remove_task(task)
+            results.append({"source": source, "format": fmt, **report.as_dict()})
+
+    totals = _totals(results)
+    if json_output:
+        print_json({**totals, "sources": results})
+        return
+    _print_table(results, totals)
+
+
+def _find_in(paths: list[str], session_id: str, format: str | None, finder: Any) -> Any:
+    from kindling.errors import NotFoundError
+
+    for source in paths:
+        try:
+            return finder(source, session_id, format)
+        except NotFoundError:
+            continue
+    raise NotFoundError(f"No session {session_id!r} in {', '.join(paths)}.", kind="session", name=session_id)
+
+
+def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    totals: dict[str, Any] = {"sessions": 0, "messages": 0, "tool_calls": 0, "tool_results": 0}
+    skipped: dict[str, int] = {}
+    for result in results:
+        for key in ("sessions", "messages", "tool_calls", "tool_results"):
+            totals[key] += result[key]
+        for reason, count in result["skipped"].items():
+            skipped[reason] = skipped.get(reason, 0) + count
+    totals["skipped"] = dict(sorted(skipped.items()))
+    return totals
+
+
+def _print_table(results: list[dict[str, Any]], totals: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="Session sources")
+    table.add_column("Source", overflow="fold")
+    table.add_column("Format")
+    for label in ("Sessions", "Messages", "Tool calls", "Tool results", "Skipped"):
+        table.add_column(label, justify="right")
+    for result in results:
+        table.add_row(
+            result["source"],
+            result["format"],
+            f"{result['sessions']:,}",
+            f"{result['messages']:,}",
+            f"{result['tool_calls']:,}",
+            f"{result['tool_results']:,}",
+            f"{sum(result['skipped'].values()):,}",
+        )
+    if len(results) > 1:
+        table.add_row(
+            "total",
+            "",
+            f"{totals['sessions']:,}",
+            f"{totals['messages']:,}",
+            f"{totals['tool_calls']:,}",
+            f"{totals['tool_results']:,}",
+            f"{sum(totals['skipped'].values()):,}",
+            style="bold",
+        )
+    console.print(table)
+    if totals["skipped"]:
+        console.print("Skipped, by reason:")
+        for reason, count in totals["skipped"].items():
+            console.print(f"  {reason}: {count:,}", markup=False)
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _CONTENT_LIMIT:
+        return text
+    return f"{text[:_CONTENT_LIMIT]}… [{len(text) - _CONTENT_LIMIT:,} more characters; --json shows all]"
+
+
+def _print_session(session: Any) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold]Session {escape(session.id)}[/bold]")
+    fields = [
+        ("source", session.source),
+        ("model", session.model or "-"),
+        ("started", _when(session.started_at)),
+        ("ended", _when(session.ended_at)),
+        ("end reason", session.end_reason or "-"),
+    ]
+    if session.parent_id:
+        fields.append(("parent", session.parent_id))
+    if session.reward is not None:
+        fields.append(("reward", f"{session.reward:g}"))
+    fields.append(("messages", str(session.message_count)))
+    for label, value in fields:
+        console.print(f"  {label:<11} {escape(str(value))}")
+    for index, message in enumerate(session.messages, start=1):
+        style = _ROLE_STYLES.get(message.role, "white")
+        header = f"[{style}]#{index} {message.role}[/{style}]"
+        if message.role == "tool":
+            flag = " [red](error)[/red]" if message.error else ""
+            header += f" {escape(message.name or '')} ← {escape(message.tool_call_id or '')}{flag}"
+        console.print()
+        console.print(header)
+        if message.content:
+            console.print(_clip(message.content), markup=False, highlight=False)
+        for call in message.tool_calls:
+            arguments = (
+                call.raw_arguments
+                if call.raw_arguments is not None
+                else call.as_dict()["function"]["arguments"]
+            )
+            who = "" if call.requestor == "assistant" else f" (by {call.requestor})"
+            console.print(
+                f"  → {call.name}({_clip(arguments)}) id={call.id}{who}", markup=False, highlight=False
+            )
+
+
+def sample_command(
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Where to write the database. Default: $KINDLING_HOME/sample/state.db.", show_default=False
+        ),
+    ] = None,
+    sessions: Annotated[
+        int, typer.Option("--sessions", "-n", min=1, help="How many sessions to generate.")
+    ] = 400,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same data.")] = 7,
+    force: Annotated[
+        bool, typer.Option("--force", help="Regenerate even if the file exists (only a previous sample).")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the path.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Write a realistic Hermes-style state.db of sample sessions and print its path.
+
+    The data is deterministic for a seed: code, file, research, terminal and mixed tasks; short,
+    mid-length and marathon sessions; real Hermes tool calls with a realistic share of failures.
+    An existing sample is kept unless --force is given; a file that is not a kindling sample is
+    never overwritten.
+
+    Examples:
+
+      kindling sample
+
+      kindling sample build/sample/state.db --sessions 3000 --seed 1 --force
+    """
+    from kindling.errors import StoreError
+    from kindling.sessions.sample import default_sample_path, generate_sample_db, sample_info
+
+    target = (path or default_sample_path()).expanduser()
+    created = True
+    if target.exists() and not force:
+        info = sample_info(target)
+        if info is None:
+            raise StoreError(
+                f"{target} already exists and is not a kindling sample database; choose another path.",
+                path=target,
+            )
+        created = False
+        sessions, seed = int(info.get("sessions", 0)), int(info.get("seed", 0))
+    else:
+        generate_sample_db(target, sessions=sessions, seed=seed, overwrite=force)
+    if json_output:
+        print_json({"path": str(target), "created": created, "sessions": sessions, "seed": seed})
+        return
+    typer.echo(str(target))
+    if not quiet:
+        if created:
+            err_console.print(f"Wrote {sessions:,} sample sessions (seed {seed}).", highlight=False)
+        else:
+            err_console.print(
+                "The sample already exists; kept it (use --force to regenerate).", highlight=False
+            )

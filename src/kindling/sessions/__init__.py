@@ -1,1 +1,39 @@
-"""kindling.sessions."""
+"""Past agent sessions, read from where they live into one canonical model.
+
+``iter_sessions(source)`` streams ``Session`` objects from a Hermes ``state.db`` (SQLite, or the
+same tables through a ``postgresql://`` URL), a Hermes session export, ShareGPT trajectories,
+OpenAI chat logs, or tau-bench / tau2-bench results. ``generate_sample_db`` writes a realistic
+Hermes-style database for trying everything without Hermes.
+"""
+
+from __future__ import annotations
+
+from kindling.sessions.model import ROLES, Message, ReadReport, Role, Session, ToolCall
+from kindling.sessions.sample import default_sample_path, generate_sample_db, is_sample_db, sample_info
+from kindling.sessions.sources import (
+    FORMATS,
+    detect_format,
+    find_session,
+    iter_sessions,
+    resolve_source,
+    summarize_source,
+)
+
+__all__ = [
+    "FORMATS",
+    "ROLES",
+    "Message",
+    "ReadReport",
+    "Role",
+    "Session",
+    "ToolCall",
+    "default_sample_path",
+    "detect_format",
+    "find_session",
+    "generate_sample_db",
+    "is_sample_db",
+    "iter_sessions",
+    "resolve_source",
+    "sample_info",
+    "summarize_source",
+]

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
@@ -31,6 +33,18 @@ class ToolCall:
     raw_arguments: str | None = None
     requestor: str = "assistant"
 
+    def as_dict(self) -> dict[str, Any]:
+        """Return the call in OpenAI shape (``arguments`` as a JSON string, raw text kept as is)."""
+        arguments = self.raw_arguments if self.raw_arguments is not None else _json_text(self.arguments)
+        data: dict[str, Any] = {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": arguments},
+        }
+        if self.requestor != "assistant":
+            data["requestor"] = self.requestor
+        return data
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -48,6 +62,21 @@ class Message:
     name: str | None = None
     error: bool | None = None
     timestamp: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the message as an OpenAI chat message dict (extras only when set)."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.as_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.error is not None:
+            data["error"] = self.error
+        if self.timestamp is not None:
+            data["timestamp"] = self.timestamp
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +102,21 @@ class Session:
     def message_count(self) -> int:
         """Number of messages in the session."""
         return len(self.messages)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the session as a JSON-ready dict with OpenAI-shaped messages."""
+        return {
+            "id": self.id,
+            "source": self.source,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "end_reason": self.end_reason,
+            "model": self.model,
+            "parent_id": self.parent_id,
+            "reward": self.reward,
+            "metadata": dict(self.metadata),
+            "messages": [message.as_dict() for message in self.messages],
+        }
 
 
 @dataclass
@@ -119,3 +163,7 @@ class ReadReport:
             "tool_results": self.tool_results,
             "skipped": dict(sorted(self.skipped.items())),
         }
+
+
+def _json_text(value: Mapping[str, Any]) -> str:
+    return orjson.dumps(dict(value), default=str).decode("utf-8")

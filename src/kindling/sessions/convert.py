@@ -1,0 +1,222 @@
+"""Turning raw source values into the canonical model: tool calls, content, OpenAI-shaped messages.
+
+Every reader shares these so that a tool call, a multimodal content blob or an unknown role means
+the same thing whichever file it came from. Nothing here raises on bad data: each malformed piece is
+counted in the ``ReadReport`` under a stable reason and dropped or kept as raw text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall
+
+# Hermes stores list-shaped (multimodal) content as a string with one of these prefixes followed by
+# JSON. "\x00json:" is the original marker; "\x01json:" replaced it where NUL bytes upset FTS5.
+CONTENT_SENTINELS: tuple[str, ...] = ("\x00json:", "\x01json:")
+
+# Roles other tools write that map cleanly onto the four canonical ones.
+ROLE_ALIASES: dict[str, Role] = {
+    "developer": "system",
+    "human": "user",
+    "gpt": "assistant",
+    "ai": "assistant",
+}
+
+_EMPTY: dict[str, Any] = {}
+
+
+def dumps(value: Any) -> str:
+    """Return ``value`` as compact JSON text (non-JSON values become strings)."""
+    return orjson.dumps(value, default=str).decode("utf-8")
+
+
+def normalize_role(role: Any) -> Role | None:
+    """Return the canonical role for ``role``, or None when it is not one kindling knows."""
+    if isinstance(role, str):
+        if role in ROLES:
+            return role  # type: ignore[return-value]
+        return ROLE_ALIASES.get(role.lower())
+    return None
+
+
+def content_text(value: Any) -> str | None:
+    """Return message content as text.
+
+    Strings pass through (a Hermes multimodal sentinel is decoded); a list of OpenAI content parts
+    becomes its text parts joined by newlines, with ``[image]``/``[<type>]`` marking the other parts
+    so a reader sees something was there. Other JSON values are serialized.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value[:1] in ("\x00", "\x01") and value.startswith(CONTENT_SENTINELS):
+            return decode_sentinel(value)
+        return value
+    if isinstance(value, list):
+        return _parts_text(value)
+    return dumps(value)
+
+
+def decode_sentinel(value: str) -> str:
+    """Decode a Hermes ``"\\x00json:"``/``"\\x01json:"`` content string into text.
+
+    When the JSON after the marker is broken, the text after the marker is returned as is: a row
+    kindling cannot decode should still read as something rather than vanish.
+    """
+    body = value[len(CONTENT_SENTINELS[0]) :]
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if isinstance(parsed, str):
+        return parsed
+    if isinstance(parsed, list):
+        return _parts_text(parsed)
+    if isinstance(parsed, dict):
+        inner = parsed.get("content")
+        if isinstance(inner, list):
+            return _parts_text(inner)
+        if isinstance(inner, str):
+            return inner
+    return dumps(parsed)
+
+
+def _parts_text(parts: list[Any]) -> str:
+    texts: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type")
+            text = part.get("text")
+            if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
+                texts.append(text)
+            elif kind in ("image_url", "image", "input_image"):
+                texts.append("[image]")
+            elif isinstance(kind, str):
+                texts.append(f"[{kind}]")
+    return "\n".join(texts)
+
+
+def parse_arguments(value: Any) -> tuple[Mapping[str, Any], str | None]:
+    """Return ``(arguments, raw_arguments)`` for a call's arguments as sent.
+
+    A JSON object (or a string holding one) becomes the arguments; anything else keeps its exact
+    text in ``raw_arguments`` with empty arguments, so nothing the model sent is lost.
+    """
+    if value is None or value == "":
+        return _EMPTY, None
+    if isinstance(value, dict):
+        return value, None
+    if isinstance(value, str):
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return _EMPTY, value
+        if isinstance(parsed, dict):
+            return parsed, None
+        return _EMPTY, value
+    return _EMPTY, dumps(value)
+
+
+def parse_tool_calls(
+    value: Any, report: ReadReport, *, id_prefix: str, requestor: str = "assistant"
+) -> tuple[ToolCall, ...]:
+    """Return the tool calls in ``value`` (a JSON string or an already parsed list).
+
+    Accepts OpenAI's ``{"id", "type", "function": {"name", "arguments"}}`` and the flat
+    ``{"id", "name", "arguments"}`` shape. Calls without an id get ``<id_prefix>:<n>`` so ids stay
+    stable across reads. Malformed JSON or a call with no name is counted and skipped.
+    """
+    if value is None or value == "":
+        return ()
+    if isinstance(value, (str, bytes)):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            report.skip("malformed_tool_calls")
+            return ()
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        report.skip("malformed_tool_calls")
+        return ()
+    calls: list[ToolCall] = []
+    for index, item in enumerate(value):
+        call = tool_call_from_dict(item, report, f"{id_prefix}:{index}", requestor)
+        if call is not None:
+            calls.append(call)
+    return tuple(calls)
+
+
+def tool_call_from_dict(item: Any, report: ReadReport, fallback_id: str, requestor: str) -> ToolCall | None:
+    """Return one ToolCall from a call object, or None (counted) when it has no usable name."""
+    if not isinstance(item, dict):
+        report.skip("malformed_tool_call")
+        return None
+    function = item.get("function")
+    holder = function if isinstance(function, dict) else item
+    name = holder.get("name")
+    if not isinstance(name, str) or not name:
+        report.skip("tool_call_without_name")
+        return None
+    arguments, raw = parse_arguments(holder.get("arguments"))
+    call_id = item.get("id") or item.get("call_id") or fallback_id
+    who = item.get("requestor")
+    return ToolCall(str(call_id), name, arguments, raw, who if isinstance(who, str) and who else requestor)
+
+
+def message_from_dict(
+    data: Any, report: ReadReport, *, id_prefix: str, known_calls: set[str]
+) -> Message | None:
+    """Return a Message from an OpenAI-format message object, or None (counted) when unusable.
+
+    ``known_calls`` holds the ids of the calls seen so far in the session: a tool result naming a
+    call that was never made is counted as ``orphan_tool_result`` and skipped. New call ids are
+    added to it.
+    """
+    if not isinstance(data, dict):
+        report.skip("malformed_message")
+        return None
+    role = normalize_role(data.get("role"))
+    if role is None:
+        report.skip("unknown_role")
+        return None
+    content = content_text(data.get("content"))
+    calls: tuple[ToolCall, ...] = ()
+    raw_calls = data.get("tool_calls")
+    if raw_calls:
+        calls = parse_tool_calls(raw_calls, report, id_prefix=id_prefix)
+        for call in calls:
+            known_calls.add(call.id)
+    tool_call_id = data.get("tool_call_id")
+    name = data.get("name")
+    if role == "tool" and (tool_call_id is None or str(tool_call_id) not in known_calls):
+        report.skip("orphan_tool_result")
+        return None
+    error = data.get("error")
+    timestamp = data.get("timestamp")
+    return Message(
+        role,
+        content,
+        calls,
+        str(tool_call_id) if tool_call_id is not None else None,
+        name if isinstance(name, str) else None,
+        error if isinstance(error, bool) else None,
+        float(timestamp) if isinstance(timestamp, (int, float)) else None,
+    )
+
+
+def messages_from_dicts(items: Iterable[Any], report: ReadReport, *, session_id: str) -> tuple[Message, ...]:
+    """Convert a sequence of OpenAI-format message objects, counting and skipping bad ones."""
+    known: set[str] = set()
+    out: list[Message] = []
+    for index, item in enumerate(items):
+        message = message_from_dict(item, report, id_prefix=f"{session_id}:{index}", known_calls=known)
+        if message is not None:
+            out.append(message)
+    return tuple(out)

@@ -1,0 +1,420 @@
+"""Hermes Agent's session database: ``state.db`` on SQLite, or the same two tables on PostgreSQL.
+
+Hermes keeps every session in two tables. ``sessions`` holds one row per session (id, source,
+model, started_at, ended_at, end_reason, parent_session_id, ...); ``messages`` holds the messages
+in OpenAI shape: ``tool_calls`` is a JSON string of OpenAI calls whose ``arguments`` is itself a
+JSON string, and tool results are ``role='tool'`` rows naming their call in ``tool_call_id``.
+Columns differ between Hermes versions, so the reader asks the database which columns exist and
+selects only those. Where ``messages.active`` exists, only live rows (``active = 1``) are read:
+compaction keeps the replaced rows with ``active = 0`` and they must not be read twice.
+
+Reading is one streaming query over ``messages`` ordered by ``(session_id, id)`` merged with one
+ordered query over ``sessions``: memory stays constant in the number of sessions, and a running
+Hermes is never blocked (SQLite is opened read-only; WAL readers never block the writer).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kindling.config import env_int
+from kindling.db import redact_url
+from kindling.errors import SourceError
+from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_tool_calls
+from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall
+
+# Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
+MESSAGE_COLUMNS: tuple[str, ...] = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp")
+# Session columns read after id. The first six fill Session fields; the rest go to metadata.
+SESSION_COLUMNS: tuple[str, ...] = (
+    "source",
+    "model",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "parent_session_id",
+    "title",
+    "message_count",
+    "tool_call_count",
+    "user_id",
+)
+_METADATA_COLUMNS = SESSION_COLUMNS[6:]
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+_FETCH_SIZE = 2000
+
+
+def is_postgres_url(source: str | Path) -> bool:
+    """True when ``source`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(source, str) and source.startswith(
+        ("postgresql://", "postgres://", "postgresql+psycopg://")
+    )
+
+
+# --------------------------------------------------------------------------------------- SQLite
+
+
+def read_hermes_sqlite(path: str | Path, report: ReadReport) -> Iterator[Session]:
+    """Open a Hermes ``state.db`` read-only and return an iterator over its sessions.
+
+    The database is opened here, so an unopenable file fails at once. Raises SourceError when the
+    file is missing, is not a SQLite database, is locked beyond ``KINDLING_BUSY_TIMEOUT_MS`` (default
+    5000), or has no ``messages``/``sessions`` tables.
+    """
+    db_path = Path(path).expanduser()
+    if not db_path.exists():
+        raise SourceError(f"Cannot open {db_path}: no such file.", path=db_path)
+    if db_path.is_dir():
+        raise SourceError(f"Cannot open {db_path}: it is a directory, not a database.", path=db_path)
+    timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
+    uri = f"file:{urllib.parse.quote(str(db_path.resolve()))}?mode=ro"
+    connections: list[sqlite3.Connection] = []
+    try:
+        # Two connections: each has its own text decoder (see _stream), so a row with bad bytes in
+        # one table never changes how the other is decoded.
+        for _ in range(2):
+            connections.append(sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000))
+        message_columns = _sqlite_columns(connections[0], "messages")
+        session_columns = _sqlite_columns(connections[1], "sessions")
+        _require_tables(str(db_path), message_columns, session_columns)
+    except sqlite3.Error as exc:
+        _close_all(connections)
+        raise SourceError(_sqlite_problem(db_path, exc, timeout_ms), path=db_path) from exc
+    except SourceError:
+        _close_all(connections)
+        raise
+    return _read_sqlite(connections, db_path, message_columns, session_columns, report)
+
+
+def _close_all(connections: list[sqlite3.Connection]) -> None:
+    for conn in connections:
+        conn.close()
+
+
+def _sqlite_columns(conn: sqlite3.Connection, table: str) -> dict[str, str]:
+    return {row[1]: str(row[2]).lower() for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _require_tables(label: str, message_columns: dict[str, str], session_columns: dict[str, str]) -> None:
+    if not message_columns or not session_columns:
+        missing = "messages" if not message_columns else "sessions"
+        raise SourceError(
+            f"Cannot read {label}: it has no {missing} table, so it is not a Hermes session database.",
+            path=label,
+        )
+    for column in ("session_id", "role"):
+        if column not in message_columns:
+            raise SourceError(
+                f"Cannot read {label}: messages has no {column} column, so it is not a Hermes session database.",
+                path=label,
+            )
+    if "id" not in session_columns:
+        raise SourceError(f"Cannot read {label}: sessions has no id column.", path=label)
+
+
+def _sqlite_problem(path: Path, exc: sqlite3.Error, timeout_ms: int) -> str:
+    text = str(exc).strip()
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return (
+            f"Cannot read {path}: the database is locked by another process (waited {timeout_ms / 1000:g}s)."
+        )
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return f"Cannot read {path}: the file is not a valid SQLite database ({text})."
+    if "unable to open" in lowered:
+        return f"Cannot open {path}: SQLite cannot open it read-only (check permissions and its -wal/-shm files)."
+    return f"Cannot read {path}: {text}."
+
+
+def _select_lists(message_columns: dict[str, str], session_columns: dict[str, str]) -> tuple[str, str, str]:
+    order = "id" if "id" in message_columns else "rowid"
+    message_select = ", ".join(
+        ["session_id", order, *(c if c in message_columns else "NULL" for c in MESSAGE_COLUMNS)]
+    )
+    session_select = ", ".join(["id", *(c if c in session_columns else "NULL" for c in SESSION_COLUMNS)])
+    return message_select, session_select, order
+
+
+def _read_sqlite(
+    connections: list[sqlite3.Connection],
+    path: Path,
+    message_columns: dict[str, str],
+    session_columns: dict[str, str],
+    report: ReadReport,
+) -> Iterator[Session]:
+    message_select, session_select, order = _select_lists(message_columns, session_columns)
+    where = " WHERE active = 1" if "active" in message_columns else ""
+    try:
+        # Messages first: a session committed in between then shows up empty rather than its
+        # messages showing up without their session.
+        message_rows = _stream(
+            connections[0],
+            f"SELECT {message_select} FROM messages{where} ORDER BY session_id, {order}",
+            report,
+        )
+        session_rows = _stream(connections[1], f"SELECT {session_select} FROM sessions ORDER BY id", report)
+        yield from assemble_sessions(message_rows, session_rows, report, key=_sqlite_order_key)
+    except sqlite3.DatabaseError as exc:
+        # A page that cannot be read mid-stream: what was read has been yielded; say why it stopped.
+        report.skip("database_error")
+        raise SourceError(f"Cannot finish reading {path}: {str(exc).strip()}.", path=path) from exc
+    finally:
+        _close_all(connections)
+
+
+def _stream(conn: sqlite3.Connection, sql: str, report: ReadReport) -> Iterator[Any]:
+    """Yield the rows of ``sql``; rows holding bytes that are not UTF-8 are counted and skipped."""
+    cursor = conn.execute(sql)
+    try:
+        yield from cursor
+        return
+    except sqlite3.OperationalError as exc:
+        if "decode" not in str(exc).lower():
+            raise
+    # The row that failed to decode was not consumed. Go on row by row with a lenient decoder
+    # (installed only now: the default one is the fast path) and skip each row it had to repair.
+    repaired = [0]
+
+    def lenient_text(raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            repaired[0] += 1
+            return raw.decode("utf-8", "replace")
+
+    conn.text_factory = lenient_text
+    while True:
+        before = repaired[0]
+        row = cursor.fetchone()
+        if row is None:
+            return
+        if repaired[0] != before:
+            report.skip("invalid_utf8")
+            continue
+        yield row
+
+
+def _sqlite_order_key(value: Any) -> tuple[int, Any]:
+    # SQLite sorts NULL < numbers < text < blobs; the merge must compare ids the same way.
+    if value is None:
+        return (0, 0)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    return (3, bytes(value))
+
+
+# ----------------------------------------------------------------------------------- PostgreSQL
+
+
+def read_hermes_postgres(url: str, report: ReadReport) -> Iterator[Session]:
+    """Connect to Hermes tables on PostgreSQL and return an iterator over the sessions.
+
+    Streams through server-side cursors in one read-only transaction. Raises SourceError when the
+    server cannot be reached or the database has no Hermes tables.
+    """
+    import psycopg
+
+    label = redact_url(url)
+    dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        conn = psycopg.connect(dsn, connect_timeout=10)
+    except psycopg.Error as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"Cannot open {label}: {detail}", path=label) from exc
+    try:
+        conn.read_only = True
+        message_columns = _pg_columns(conn, "messages")
+        session_columns = _pg_columns(conn, "sessions")
+        _require_tables(label, message_columns, session_columns)
+    except psycopg.Error as exc:
+        conn.close()
+        raise SourceError(f"Cannot read {label}: {str(exc).strip()}", path=label) from exc
+    except SourceError:
+        conn.close()
+        raise
+    return _read_postgres(conn, label, message_columns, session_columns, report)
+
+
+def _pg_columns(conn: Any, table: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = %s",
+        (table,),
+    ).fetchall()
+    return {str(name): str(kind).lower() for name, kind in rows}
+
+
+def _read_postgres(
+    conn: Any,
+    label: str,
+    message_columns: dict[str, str],
+    session_columns: dict[str, str],
+    report: ReadReport,
+) -> Iterator[Session]:
+    import psycopg
+
+    message_select, session_select, order = _select_lists(message_columns, session_columns)
+    if order == "rowid":
+        order = "ctid"
+        message_select = message_select.replace(", rowid,", ", ctid,", 1)
+    where = ""
+    if "active" in message_columns:
+        where = " WHERE active" if message_columns["active"] == "boolean" else " WHERE active = 1"
+    # C collation: byte order of UTF-8 equals Python's code-point order, which the merge relies on.
+    message_sql = f'SELECT {message_select} FROM messages{where} ORDER BY session_id COLLATE "C", {order}'
+    session_sql = f'SELECT {session_select} FROM sessions ORDER BY id COLLATE "C"'
+
+    def rows(name: str, sql: str) -> Iterator[Any]:
+        with conn.cursor(name=name) as cursor:
+            cursor.itersize = _FETCH_SIZE
+            cursor.execute(sql)
+            yield from cursor
+
+    try:
+        yield from assemble_sessions(
+            rows("kindling_messages", message_sql),
+            rows("kindling_sessions", session_sql),
+            report,
+            key=_text_order_key,
+        )
+    except psycopg.Error as exc:
+        report.skip("database_error")
+        raise SourceError(f"Cannot finish reading {label}: {str(exc).strip()}", path=label) from exc
+    finally:
+        conn.close()
+
+
+def _text_order_key(value: Any) -> tuple[int, Any]:
+    if value is None:
+        return (0, "")
+    return (1, str(value))
+
+
+# ------------------------------------------------------------------------------------ assembly
+
+
+def assemble_sessions(
+    message_rows: Iterable[Sequence[Any]],
+    session_rows: Iterable[Sequence[Any]],
+    report: ReadReport,
+    *,
+    key: Callable[[Any], Any],
+) -> Iterator[Session]:
+    """Merge message rows ordered by (session_id, id) with session rows ordered by id into Sessions.
+
+    Message rows are ``(session_id, order, *MESSAGE_COLUMNS)``; session rows are
+    ``(id, *SESSION_COLUMNS)``. Both must be sorted consistently with ``key``. Sessions with no
+    live messages are yielded empty; messages whose session row is missing are counted as
+    ``message_without_session`` and skipped.
+    """
+    sessions = iter(session_rows)
+    pending = next(sessions, None)
+    current: Any = _NO_SESSION
+    current_row: Sequence[Any] | None = None
+    messages: list[Message] = []
+    known: set[str] = set()
+    append = messages.append
+    roles = ROLES
+    for row in message_rows:
+        session_key = row[0]
+        if session_key != current:
+            if current_row is not None:
+                yield _session(current_row, messages)
+            messages = []
+            append = messages.append
+            known = set()
+            current = session_key
+            current_row = None
+            if session_key is None:
+                current = _NO_SESSION
+            else:
+                target = key(session_key)
+                while pending is not None and key(pending[0]) < target:
+                    yield _session(pending, [])
+                    pending = next(sessions, None)
+                if pending is not None and pending[0] == session_key:
+                    current_row = pending
+                    pending = next(sessions, None)
+        if current_row is None:
+            report.skip("message_without_session")
+            continue
+        role = row[2]
+        if role not in roles:
+            role = normalize_role(role)
+            if role is None:
+                report.skip("unknown_role")
+                continue
+        content = row[3]
+        if content is not None:
+            if type(content) is not str:
+                content = _text(content)
+            elif content[:1] in ("\x00", "\x01") and content.startswith(CONTENT_SENTINELS):
+                content = decode_sentinel(content)
+        calls: tuple[ToolCall, ...] = ()
+        if row[5]:
+            calls = parse_tool_calls(row[5], report, id_prefix=f"{session_key}:{row[1]}")
+            for call in calls:
+                known.add(call.id)
+        call_id = row[4]
+        if role == "tool" and (call_id is None or call_id not in known):
+            report.skip("orphan_tool_result")
+            continue
+        stamp = row[7]
+        if stamp is not None and type(stamp) is not float:
+            stamp = _epoch(stamp)
+        append(Message(role, content, calls, call_id, row[6], None, stamp))
+    if current_row is not None:
+        yield _session(current_row, messages)
+    while pending is not None:
+        yield _session(pending, [])
+        pending = next(sessions, None)
+
+
+_NO_SESSION = object()
+
+
+def _session(row: Sequence[Any], messages: list[Message]) -> Session:
+    metadata = {
+        name: value for name, value in zip(_METADATA_COLUMNS, row[7:], strict=False) if value is not None
+    }
+    return Session(
+        str(row[0]),
+        str(row[1]) if row[1] is not None else "unknown",
+        tuple(messages),
+        _epoch(row[3]),
+        _epoch(row[4]),
+        row[5],
+        row[2],
+        str(row[6]) if row[6] is not None else None,
+        None,
+        metadata,
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        try:
+            return datetime.fromisoformat(str(value)).timestamp()
+        except ValueError:
+            return None

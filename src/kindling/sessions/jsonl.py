@@ -1,0 +1,345 @@
+"""Line-oriented session files: Hermes session exports, ShareGPT trajectories, OpenAI chat logs.
+
+Each reader streams the file one line at a time (``.gz`` content is decompressed on the fly), so a
+file of any size reads in constant memory. A line that is not JSON, not UTF-8, or cut short by a
+truncated file is counted under its reason and the read goes on with the next line. OpenAI chat
+logs may also be one JSON array of ``{"messages": [...]}`` objects; such a document is parsed whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kindling.errors import SourceError
+from kindling.sessions.convert import (
+    content_text,
+    dumps,
+    message_from_dict,
+    messages_from_dicts,
+    parse_arguments,
+)
+from kindling.sessions.model import Message, ReadReport, Session, ToolCall
+from kindling.sessions.sources import open_lines
+
+Record = tuple[int, dict[str, Any]]
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*(?:</tool_response>|$)", re.DOTALL)
+_SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+}
+
+
+def _probe(path: Path) -> None:
+    # Open once up front so an unreadable file fails when the read starts, not midway.
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+
+
+def iter_records(path: Path, report: ReadReport) -> Iterator[Record]:
+    """Yield ``(line_number, object)`` for each JSON object line of ``path``; count every bad line.
+
+    Reasons: ``invalid_utf8``, ``malformed_json``, ``truncated_record`` (the last line, cut short),
+    ``not_an_object`` (valid JSON that is not an object), ``truncated_file`` (a gzip stream that
+    ends early: the read stops there).
+    """
+    lines = open_lines(path)
+    number = 0
+    try:
+        for raw in lines:
+            number += 1
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                report.skip(_bad_line_reason(raw))
+                continue
+            if not isinstance(value, dict):
+                report.skip("not_an_object")
+                continue
+            yield number, value
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        report.skip("truncated_file")
+
+
+def _bad_line_reason(raw: bytes) -> str:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid_utf8"
+    return "malformed_json" if raw.endswith(b"\n") else "truncated_record"
+
+
+def _read_document(path: Path, report: ReadReport) -> Any:
+    """Parse a whole-file JSON document; None (counted) when it is not valid JSON."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise SourceError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, gzip.BadGzipFile, zlib.error):
+            report.skip("truncated_file")
+            return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        report.skip(_bad_line_reason(data if data.endswith(b"\n") else data + b"\n"))
+        return None
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# ------------------------------------------------------------------------------- Hermes export
+
+
+def read_hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
+    """Stream sessions from a Hermes session export (one session row plus ``messages`` per line).
+
+    Raises SourceError when the file cannot be opened.
+    """
+    _probe(path)
+    return _hermes_export(path, report)
+
+
+def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
+    for number, record in iter_records(path, report):
+        messages = record.get("messages")
+        if not isinstance(messages, list):
+            report.skip("malformed_record")
+            continue
+        session_id = str(record.get("id") or f"{path.name}:{number}")
+        metadata = {
+            key: record[key]
+            for key in ("title", "message_count", "tool_call_count", "user_id")
+            if record.get(key) is not None
+        }
+        yield Session(
+            session_id,
+            str(record.get("source") or "hermes"),
+            _hermes_messages(messages, report, session_id),
+            _epoch(record.get("started_at")),
+            _epoch(record.get("ended_at")),
+            _text(record.get("end_reason")),
+            _text(record.get("model")),
+            _text(record.get("parent_session_id")),
+            None,
+            metadata,
+        )
+
+
+def _hermes_messages(items: list[Any], report: ReadReport, session_id: str) -> tuple[Message, ...]:
+    known: set[str] = set()
+    out: list[Message] = []
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("active") in (0, False):
+            continue  # compacted away in Hermes; the live copy follows
+        if isinstance(item, dict) and "name" not in item and item.get("tool_name"):
+            item = {**item, "name": item["tool_name"]}
+        message = message_from_dict(item, report, id_prefix=f"{session_id}:{index}", known_calls=known)
+        if message is not None:
+            out.append(message)
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------------- OpenAI chat
+
+
+def read_openai(path: Path, report: ReadReport) -> Iterator[Session]:
+    """Stream sessions from OpenAI chat logs: ``{"messages": [...]}`` per line, or a JSON array.
+
+    Raises SourceError when the file cannot be opened.
+    """
+    _probe(path)
+    return _openai(path, report)
+
+
+def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
+    for number, record in _records_or_array(path, report):
+        messages = record.get("messages")
+        if not isinstance(messages, list):
+            report.skip("malformed_record")
+            continue
+        session_id = str(record.get("id") or f"{path.name}:{number}")
+        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        yield Session(
+            session_id,
+            "openai",
+            messages_from_dicts(messages, report, session_id=session_id),
+            _epoch(record.get("created") or record.get("timestamp")),
+            None,
+            None,
+            _text(record.get("model")),
+            metadata=metadata or {},
+        )
+
+
+def _records_or_array(path: Path, report: ReadReport) -> Iterator[Record]:
+    with path.open("rb") as handle:
+        head = handle.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith(b"["):
+        yield from iter_records(path, report)
+        return
+    document = _read_document(path, report)
+    if document is None:
+        return
+    if not isinstance(document, list):
+        report.skip("malformed_record")
+        return
+    for index, item in enumerate(document, start=1):
+        if isinstance(item, dict):
+            yield index, item
+        else:
+            report.skip("not_an_object")
+
+
+# -------------------------------------------------------------------------------------- ShareGPT
+
+
+def read_sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
+    """Stream sessions from ShareGPT trajectories (``.jsonl`` or ``.jsonl.gz``).
+
+    ``gpt`` turns carry ``<think>`` and ``<tool_call>{"name", "arguments"}</tool_call>`` blocks;
+    ``tool`` turns carry ``<tool_response>{"tool_call_id", "name", "content"}</tool_response>``
+    blocks. Calls without ids get stable synthetic ids and responses pair with calls in order.
+    Raises SourceError when the file cannot be opened.
+    """
+    _probe(path)
+    return _sharegpt(path, report)
+
+
+def _sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
+    for number, record in _records_or_array(path, report):
+        turns = record.get("conversations")
+        if not isinstance(turns, list):
+            report.skip("malformed_record")
+            continue
+        session_id = str(record.get("id") or f"{path.name}:{number}")
+        completed = record.get("completed")
+        end_reason = None if completed is None else ("completed" if completed else "incomplete")
+        metadata = {
+            key: record[key] for key in ("task_id", "toolsets", "partial") if record.get(key) is not None
+        }
+        yield Session(
+            session_id,
+            "sharegpt",
+            sharegpt_messages(turns, report, session_id),
+            _epoch(record.get("timestamp")),
+            None,
+            end_reason,
+            _text(record.get("model")),
+            metadata=metadata,
+        )
+
+
+def sharegpt_messages(turns: list[Any], report: ReadReport, session_id: str) -> tuple[Message, ...]:
+    """Convert ShareGPT turns to canonical messages, pairing tool responses with calls in order."""
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+    for index, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value", ""), (str, type(None))):
+            report.skip("malformed_message")
+            continue
+        role = _SHAREGPT_ROLES.get(str(turn.get("from")))
+        value = turn.get("value") or ""
+        if str(turn.get("from")) == "tool":
+            out.extend(_tool_responses(value, pending, report))
+            continue
+        if role is None:
+            report.skip("unknown_role")
+            continue
+        if role != "assistant":
+            out.append(Message(role, value))  # type: ignore[arg-type]
+            continue
+        calls = _tool_calls(value, report, f"{session_id}:{index}")
+        pending = list(calls)
+        text = _TOOL_CALL.sub("", _THINK.sub("", value)).strip()
+        out.append(Message("assistant", text or None, calls))
+    return tuple(out)
+
+
+def _tool_calls(value: str, report: ReadReport, prefix: str) -> tuple[ToolCall, ...]:
+    calls: list[ToolCall] = []
+    for number, body in enumerate(_TOOL_CALL.findall(value)):
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            report.skip("malformed_tool_call")
+            continue
+        name = data.get("name") if isinstance(data, dict) else None
+        if not isinstance(name, str) or not name:
+            report.skip("tool_call_without_name")
+            continue
+        arguments, raw = parse_arguments(data.get("arguments"))
+        call_id = data.get("id") or data.get("tool_call_id") or f"{prefix}:{number}"
+        calls.append(ToolCall(str(call_id), name, arguments, raw))
+    return tuple(calls)
+
+
+def _tool_responses(value: str, pending: list[ToolCall], report: ReadReport) -> list[Message]:
+    out: list[Message] = []
+    for body in _TOOL_RESPONSE.findall(value):
+        call_id: Any = None
+        name: Any = None
+        content: Any = body
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            call_id, name = data.get("tool_call_id"), data.get("name")
+            content = data.get("content", body)
+        call = _match(pending, call_id, name)
+        if call is None:
+            report.skip("orphan_tool_result")
+            continue
+        text = content_text(content) if not isinstance(content, (dict, int, float, bool)) else dumps(content)
+        out.append(Message("tool", text, (), call.id, call.name))
+    return out
+
+
+def _match(pending: list[ToolCall], call_id: Any, name: Any) -> ToolCall | None:
+    # Prefer the id the response names, then the first unanswered call of that tool, then order.
+    choice: Callable[[ToolCall], bool]
+    for choice in (
+        lambda call: call_id is not None and call.id == str(call_id),
+        lambda call: name is not None and call.name == name,
+        lambda call: True,
+    ):
+        for index, call in enumerate(pending):
+            if choice(call):
+                return pending.pop(index)
+    return None

@@ -1,0 +1,241 @@
+"""One entry point for every session source: detect the format, open it, stream canonical sessions.
+
+``iter_sessions(source)`` accepts a Hermes ``state.db`` (or a Hermes home directory holding one),
+a ``postgresql://`` URL with Hermes tables, or a file in one of the JSON formats. The format is
+detected from the content, never from the file name alone; ``format=`` forces one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+
+from kindling.errors import NotFoundError, SourceError, UnknownFormatError
+from kindling.sessions.model import ReadReport, Session
+
+HERMES = "hermes"
+HERMES_EXPORT = "hermes-export"
+SHAREGPT = "sharegpt"
+OPENAI = "openai"
+TAU_BENCH = "tau-bench"
+TAU2_BENCH = "tau2-bench"
+
+#: Every format name ``iter_sessions`` and ``--format`` accept.
+FORMATS: tuple[str, ...] = (HERMES, HERMES_EXPORT, SHAREGPT, OPENAI, TAU_BENCH, TAU2_BENCH)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_GZIP_MAGIC = b"\x1f\x8b"
+_PEEK_BYTES = 256 * 1024
+# Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
+# session export rather than a plain OpenAI chat log.
+_HERMES_SESSION_KEYS = frozenset({"source", "started_at", "end_reason", "parent_session_id", "message_count"})
+
+Reader = Callable[[Path, ReadReport], Iterator[Session]]
+
+
+def resolve_source(source: str | Path) -> str | Path:
+    """Return what ``source`` names: a URL unchanged, a Hermes home directory as its ``state.db``.
+
+    Raises SourceError when a path does not exist or a directory holds no ``state.db``.
+    """
+    from kindling.sessions.hermes import is_postgres_url
+
+    if is_postgres_url(source):
+        return str(source)
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise SourceError(f"Cannot open {path}: no such file or directory.", path=path)
+    if path.is_dir():
+        state_db = path / "state.db"
+        if state_db.is_file():
+            return state_db
+        raise SourceError(
+            f"Cannot read {path}: it is a directory without a state.db, so it is not a Hermes home.",
+            path=path,
+        )
+    return path
+
+
+def detect_format(source: str | Path) -> str:
+    """Return the format name of ``source`` (one of FORMATS), judged from its content.
+
+    Raises SourceError when the source cannot be opened and UnknownFormatError when its content
+    matches no known format.
+    """
+    resolved = resolve_source(source)
+    if isinstance(resolved, str):
+        return HERMES
+    head = _peek(resolved)
+    if head.startswith(_SQLITE_MAGIC):
+        return HERMES
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text:
+        raise UnknownFormatError(f"Cannot detect the format of {resolved}: the file is empty.", path=resolved)
+    if text[:1] not in (b"{", b"["):
+        raise UnknownFormatError(
+            f"Cannot detect the format of {resolved}: it is neither a SQLite database nor JSON; "
+            "use --format to force one.",
+            path=resolved,
+        )
+    first_line = text.split(b"\n", 1)[0].strip()
+    try:
+        first = orjson.loads(first_line)
+    except orjson.JSONDecodeError:
+        first = None
+    if isinstance(first, dict):
+        found = _format_of_object(first)
+        if found is not None:
+            return found
+    elif isinstance(first, list) and first and isinstance(first[0], dict):
+        found = _format_of_object(first[0], in_array=True)
+        if found is not None:
+            return found
+    # A document spread over many lines: judge by the keys near its start.
+    if b'"simulations"' in text:
+        return TAU2_BENCH
+    if b'"traj"' in text:
+        return TAU_BENCH
+    if b'"conversations"' in text:
+        return SHAREGPT
+    if b'"messages"' in text:
+        return OPENAI
+    raise UnknownFormatError(
+        f"Cannot detect the format of {resolved}: no known session keys "
+        "(messages, conversations, traj, simulations); use --format to force one.",
+        path=resolved,
+    )
+
+
+def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str | None:
+    if "simulations" in obj:
+        return TAU2_BENCH
+    if "traj" in obj:
+        return TAU_BENCH
+    if "conversations" in obj:
+        return SHAREGPT
+    if "messages" in obj:
+        if not in_array and _HERMES_SESSION_KEYS & obj.keys():
+            return HERMES_EXPORT
+        return OPENAI
+    return None
+
+
+def _peek(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_PEEK_BYTES)
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    if head.startswith(_GZIP_MAGIC):
+        # Decompress only the start: a truncated archive must still be detectable.
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _PEEK_BYTES)
+        except zlib.error as exc:
+            raise SourceError(f"Cannot read {path}: it is not a valid gzip file ({exc}).", path=path) from exc
+    return head
+
+
+def open_lines(path: Path) -> Iterator[bytes]:
+    """Yield the raw lines of a file, transparently gunzipping gzip content.
+
+    Raises SourceError when the file cannot be opened. A gzip stream that ends early raises
+    ``EOFError`` (or ``gzip.BadGzipFile``) mid-iteration, for the caller to count.
+    """
+    try:
+        with path.open("rb") as probe:
+            compressed = probe.read(2) == _GZIP_MAGIC
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    if compressed:
+        with gzip.open(path, "rb") as handle:
+            yield from handle
+    else:
+        with path.open("rb") as handle:
+            yield from handle
+
+
+def _reader(fmt: str) -> Reader:
+    # Imported on demand: each reader module pulls in only what its format needs.
+    if fmt == HERMES:
+        from kindling.sessions.hermes import read_hermes_sqlite
+
+        return read_hermes_sqlite
+    if fmt in (HERMES_EXPORT, SHAREGPT, OPENAI):
+        from kindling.sessions.jsonl import read_hermes_export, read_openai, read_sharegpt
+
+        readers: dict[str, Reader] = {
+            HERMES_EXPORT: read_hermes_export,
+            SHAREGPT: read_sharegpt,
+            OPENAI: read_openai,
+        }
+        return readers[fmt]
+    from kindling.sessions.taubench import read_tau2_bench, read_tau_bench
+
+    return read_tau_bench if fmt == TAU_BENCH else read_tau2_bench
+
+
+def iter_sessions(
+    source: str | Path, format: str | None = None, *, report: ReadReport | None = None
+) -> Iterator[Session]:
+    """Stream the sessions of ``source`` in the canonical model.
+
+    ``format`` forces one of FORMATS (None detects it). Every session yielded and every malformed
+    thing skipped is counted in ``report``. The source is opened before this returns, so a missing,
+    unreadable, locked or corrupt source raises SourceError (UnknownFormatError when the format
+    cannot be detected) here rather than midway through the stream.
+    """
+    from kindling.sessions.hermes import is_postgres_url, read_hermes_postgres
+
+    counts = report if report is not None else ReadReport()
+    if format is not None and format not in FORMATS:
+        raise UnknownFormatError(
+            f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.", path=str(source)
+        )
+    resolved = resolve_source(source)
+    fmt = format or detect_format(resolved)
+    if isinstance(resolved, str):
+        if fmt != HERMES or not is_postgres_url(resolved):
+            raise SourceError(f"A database URL can only be read as {HERMES!r}.", path=resolved)
+        return _counted(read_hermes_postgres(resolved, counts), counts)
+    return _counted(_reader(fmt)(resolved, counts), counts)
+
+
+def _counted(sessions: Iterator[Session], report: ReadReport) -> Iterator[Session]:
+    for session in sessions:
+        report.add_session(session)
+        yield session
+
+
+def summarize_source(
+    source: str | Path,
+    format: str | None = None,
+    *,
+    on_session: Callable[[ReadReport], None] | None = None,
+) -> tuple[str, ReadReport]:
+    """Read ``source`` to the end and return ``(format, report)`` with its counts.
+
+    ``on_session`` is called with the running report after each session (for progress display).
+    Raises SourceError as ``iter_sessions`` does.
+    """
+    resolved = resolve_source(source)
+    fmt = format or detect_format(resolved)
+    report = ReadReport()
+    for _ in iter_sessions(resolved, fmt, report=report):
+        if on_session is not None:
+            on_session(report)
+    return fmt, report
+
+
+def find_session(source: str | Path, session_id: str, format: str | None = None) -> Session:
+    """Return the session with id ``session_id`` from ``source``.
+
+    Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
+    """
+    for session in iter_sessions(source, format):
+        if session.id == session_id:
+            return session
+    raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
