@@ -1,9 +1,487 @@
-"""CLI for this capability (not built yet)."""
+"""``kindling build``, ``kindling templates ...``, ``kindling warm`` and ``kindling inject``.
+
+A thin client of :mod:`kindling.templates` and :mod:`kindling.warmup`: parse options, call, print.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
 import typer
+from rich.table import Table
+
+from kindling.cli.common import JsonOption, console, err_console, print_json
+
+if TYPE_CHECKING:
+    from kindling.templates.store import TemplateStore
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        help="Template store: a directory, a .db file or a sqlite:// / postgresql:// URL. "
+        "Default: $KINDLING_TEMPLATE_STORE, else $KINDLING_HOME/templates.",
+        show_default=False,
+    ),
+]
+BudgetOption = Annotated[
+    int, typer.Option("--budget", "-b", min=0, help="Token budget for the warm messages (estimate: chars/4).")
+]
+StyleOption = Annotated[
+    str,
+    typer.Option(
+        "--style",
+        help="triples: request, tool call, result per example. closed: adds a one-line assistant reply "
+        "after each result, for chat templates that demand strict alternation.",
+    ),
+]
+AutoOption = Annotated[
+    bool,
+    typer.Option("--auto", help="Choose the template by the task's type, then tags, then least used."),
+]
+MaxExamplesOption = Annotated[
+    int, typer.Option("--max-examples", min=1, help="At most this many examples in the warm messages.")
+]
+
+
+def _store(target: str | None) -> TemplateStore:
+    from kindling.templates.store import open_store
+
+    return open_store(target)
+
+
+def _warn_problems(store: TemplateStore) -> None:
+    for problem in store.problems:
+        err_console.print(f"Skipped {problem.location}: {problem.reason}", markup=False, highlight=False)
+
+
+def _pick_name(name: str | None, auto: bool) -> str | None:
+    from kindling.errors import ConfigError
+
+    if name and auto:
+        raise ConfigError("Give a template NAME or --auto, not both.")
+    return name or None
+
+
+def _print_messages(messages: list[dict[str, Any]], *, system: str = "") -> None:
+    if system:
+        console.print("[bold magenta]system[/]")
+        console.print(system, markup=False, highlight=False)
+    for message in messages:
+        role = message.get("role", "?")
+        console.print(f"[bold cyan]{role}[/]")
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                kind = block.get("type")
+                if kind == "text":
+                    console.print(block.get("text", ""), markup=False, highlight=False)
+                elif kind == "tool_use":
+                    args = orjson.dumps(block.get("input", {})).decode()
+                    console.print(
+                        f"→ {block.get('name')}({args})  [{block.get('id')}]", markup=False, highlight=False
+                    )
+                elif kind == "tool_result":
+                    console.print(f"← [{block.get('tool_use_id')}]", markup=False, highlight=False)
+                    console.print(str(block.get("content", "")), markup=False, highlight=False)
+            continue
+        if content:
+            console.print(str(content), markup=False, highlight=False)
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            console.print(
+                f"→ {function.get('name')}({function.get('arguments')})  [{call.get('id')}]",
+                markup=False,
+                highlight=False,
+            )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this capability's commands to the root app."""
+    """Add ``build``, the ``templates`` group, ``warm`` and ``inject`` to the root app."""
+
+    @app.command("build")
+    def build_command(
+        name: Annotated[str, typer.Argument(help="Template name: letters, digits, '-', '_', '.'.")],
+        sources: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="Session sources (Hermes state.db, postgresql:// URL, JSONL, tau-bench results). "
+                "Default: $HERMES_HOME/state.db.",
+                show_default=False,
+            ),
+        ] = None,
+        store: StoreOption = None,
+        description: Annotated[
+            str, typer.Option("--description", "-d", help="What the template is for.")
+        ] = "",
+        task_type: Annotated[
+            str | None,
+            typer.Option(
+                "--task-type",
+                help="code, file, research, terminal or mixed. Default: the type of the mined calls.",
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str] | None, typer.Option("--tag", "-t", help="A tag (repeat for several).")
+        ] = None,
+        system_prompt: Annotated[
+            str, typer.Option("--system-prompt", help="System prompt addendum injected with the examples.")
+        ] = "",
+        min_messages: Annotated[
+            int, typer.Option("--min-messages", min=0, help="Skip sessions shorter than this.")
+        ] = 20,
+        max_sessions: Annotated[
+            int | None, typer.Option("--max-sessions", min=0, help="Stop after mining this many sessions.")
+        ] = None,
+        source_filter: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--source-filter", help="Only sessions whose source matches this glob (repeatable)."
+            ),
+        ] = None,
+        max_examples: Annotated[
+            int | None, typer.Option("--max-examples", min=1, help="Keep at most this many examples.")
+        ] = None,
+        format: Annotated[
+            str | None,
+            typer.Option("--format", "-f", help="Force the source format instead of detecting it."),
+        ] = None,
+        json_output: JsonOption = False,
+    ) -> None:
+        """Mine past sessions into a named template (saving an existing name makes a new version).
+
+        Examples:
+
+            kindling build coding ~/.hermes/state.db --tag python
+
+            kindling build web runs/*.jsonl --task-type research --min-messages 5 --json
+        """
+        from kindling.config import hermes_state_db
+        from kindling.templates.build import build_template_with_report
+
+        filters: dict[str, Any] = {"min_messages": min_messages, "max_sessions": max_sessions}
+        if source_filter:
+            filters["source_filter"] = list(source_filter)
+        if max_examples is not None:
+            filters["max_examples"] = max_examples
+        paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
+        result = build_template_with_report(
+            name,
+            paths,
+            store=_store(store),
+            description=description,
+            task_type=task_type,
+            tags=tags or (),
+            system_prompt_addendum=system_prompt,
+            format=format,
+            **filters,
+        )
+        if json_output:
+            print_json(result.as_dict())
+            return
+        t = result.template
+        console.print(
+            f"Saved template [bold]{t.name}[/] v{t.version}: {len(t.examples)} examples, "
+            f"type {t.task_type}, tools {', '.join(t.summary()['tools'])}."
+        )
+        skipped = result.report.as_dict()["skipped"]
+        console.print(
+            f"Read {result.report.sessions} sessions; mined {result.mining.sessions_mined}"
+            + (f"; skipped {skipped}" if skipped else "")
+            + "."
+        )
+
+    templates_app = typer.Typer(
+        help="List, show, delete, export and import templates, and show where they are stored.",
+        no_args_is_help=True,
+    )
+    app.add_typer(templates_app, name="templates")
+
+    @templates_app.command("list")
+    def list_command(store: StoreOption = None, json_output: JsonOption = False) -> None:
+        """List the templates in the store (corrupt ones are reported on stderr and skipped)."""
+        opened = _store(store)
+        templates = opened.list()
+        _warn_problems(opened)
+        if json_output:
+            print_json(
+                {
+                    "templates": [t.summary() for t in templates],
+                    "problems": [{"location": p.location, "reason": p.reason} for p in opened.problems],
+                }
+            )
+            return
+        if not templates:
+            console.print(f"No templates in {opened.location}. Build one with `kindling build NAME SOURCE`.")
+            return
+        table = Table(title=f"Templates in {opened.location}", title_justify="left")
+        for column in ("name", "type", "tags", "examples", "version", "uses", "updated"):
+            table.add_column(column, justify="right" if column in ("examples", "version", "uses") else "left")
+        for t in templates:
+            table.add_row(
+                t.name,
+                t.task_type or "-",
+                ", ".join(t.tags) or "-",
+                str(len(t.examples)),
+                str(t.version),
+                str(t.usage_count),
+                t.updated_at,
+            )
+        console.print(table)
+
+    @templates_app.command("show")
+    def show_command(
+        name: Annotated[str, typer.Argument(help="Template name.")],
+        version: Annotated[int | None, typer.Option("--version", "-v", help="An earlier version.")] = None,
+        store: StoreOption = None,
+        json_output: JsonOption = False,
+    ) -> None:
+        """Show one template: its fields, versions and examples."""
+        opened = _store(store)
+        template = opened.get(name, version)
+        versions = opened.versions(name)
+        if json_output:
+            print_json({**template.model_dump(mode="json"), "versions": versions})
+            return
+        summary = template.summary()
+        for key in (
+            "name",
+            "description",
+            "task_type",
+            "tags",
+            "version",
+            "usage_count",
+            "created_at",
+            "updated_at",
+        ):
+            value = summary[key]
+            console.print(f"[bold]{key}[/]: {', '.join(value) if isinstance(value, list) else value}")
+        console.print(f"[bold]versions[/]: {', '.join(str(v) for v in versions)}")
+        if template.system_prompt_addendum:
+            console.print("[bold]system_prompt_addendum[/]:")
+            console.print(template.system_prompt_addendum, markup=False, highlight=False)
+        table = Table(title=f"{len(template.examples)} examples", title_justify="left")
+        for column in ("tool", "request", "arguments", "result", "count"):
+            table.add_column(column, overflow="fold")
+        for e in template.examples:
+            table.add_row(
+                e.tool_name,
+                e.context[:80],
+                orjson.dumps(e.arguments).decode()[:80],
+                e.result[:80],
+                str(e.count),
+            )
+        console.print(table)
+
+    @templates_app.command("delete")
+    def delete_command(
+        name: Annotated[str, typer.Argument(help="Template name.")],
+        yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+        store: StoreOption = None,
+    ) -> None:
+        """Delete a template and all its versions."""
+        opened = _store(store)
+        opened.get(name)  # a clear NotFoundError before asking
+        if not yes:
+            typer.confirm(f"Delete template {name!r} and all its versions?", abort=True)
+        opened.delete(name)
+        console.print(f"Deleted template {name}.")
+
+    @templates_app.command("export")
+    def export_command(
+        name: Annotated[str, typer.Argument(help="Template name.")],
+        format: Annotated[
+            str,
+            typer.Option(
+                "--format",
+                "-f",
+                help="kindling, or a legacy format: warm_sessions or session-templates (exactly their keys).",
+            ),
+        ] = "kindling",
+        output: Annotated[
+            Path | None,
+            typer.Option("--output", "-o", help="Write to this file (atomically) instead of stdout."),
+        ] = None,
+        version: Annotated[int | None, typer.Option("--version", "-v", help="An earlier version.")] = None,
+        store: StoreOption = None,
+    ) -> None:
+        """Export a template as JSON, in kindling's format or one of the two legacy formats."""
+        from kindling.fileio import write_atomic
+        from kindling.templates.model import export_template
+
+        data = export_template(_store(store).get(name, version), format)
+        payload = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+        if output is None:
+            sys.stdout.write(payload.decode("utf-8"))
+            return
+        write_atomic(output, payload)
+        err_console.print(f"Wrote {output}.", markup=False, highlight=False)
+
+    @templates_app.command("import")
+    def import_command(
+        files: Annotated[
+            list[Path], typer.Argument(help="Template JSON files (kindling or either legacy format).")
+        ],
+        name: Annotated[
+            str | None, typer.Option("--name", help="Store under this name (only with one file).")
+        ] = None,
+        store: StoreOption = None,
+        json_output: JsonOption = False,
+    ) -> None:
+        """Import template files into the store; a bad file is reported and the others still import."""
+        from kindling.errors import ConfigError, KindlingError, TemplateError
+        from kindling.templates.model import parse_template, validate_name
+
+        if name and len(files) != 1:
+            raise ConfigError("--name works with exactly one file.")
+        opened = _store(store)
+        imported: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
+        for path in files:
+            try:
+                try:
+                    data = orjson.loads(path.read_bytes())
+                except (OSError, orjson.JSONDecodeError) as exc:
+                    raise TemplateError(f"Cannot read {path}: {exc}.") from exc
+                template = parse_template(data, name=path.stem)
+                if name:
+                    template = template.model_copy(update={"name": validate_name(name)})
+                saved = opened.save(template)
+                imported.append({"file": str(path), "name": saved.name, "version": saved.version})
+            except KindlingError as exc:
+                failed.append({"file": str(path), "error": str(exc)})
+        if json_output:
+            print_json({"imported": imported, "failed": failed})
+        else:
+            for row in imported:
+                console.print(f"Imported {row['file']} as {row['name']} v{row['version']}.")
+            for row in failed:
+                err_console.print(f"Skipped {row['file']}: {row['error']}", markup=False, highlight=False)
+        if failed:
+            raise typer.Exit(1)
+
+    @templates_app.command("path")
+    def path_command(store: StoreOption = None, json_output: JsonOption = False) -> None:
+        """Print where templates are stored."""
+        from kindling.templates.store import store_info
+
+        info = store_info(_store(store))
+        if json_output:
+            print_json(info)
+        else:
+            typer.echo(info["location"])
+
+    @app.command("warm")
+    def warm_command(
+        name: Annotated[str | None, typer.Argument(help="Template name (or use --auto).")] = None,
+        task: Annotated[str, typer.Option("--task", help="The new session's task, in words.")] = "",
+        auto: AutoOption = False,
+        budget: BudgetOption = 2000,
+        style: StyleOption = "triples",
+        format: Annotated[
+            str, typer.Option("--format", "-f", help="Message format: openai, or anthropic (Messages API).")
+        ] = "openai",
+        max_examples: MaxExamplesOption = 8,
+        no_system: Annotated[
+            bool, typer.Option("--no-system", help="Leave out the template's system prompt addendum.")
+        ] = False,
+        record: Annotated[
+            bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
+        ] = True,
+        store: StoreOption = None,
+        json_output: JsonOption = False,
+    ) -> None:
+        """Show the warm conversation for a task: the examples that fit it, within the token budget.
+
+        Without NAME the template is chosen automatically (same as --auto).
+
+        Examples:
+
+            kindling warm coding --task "fix the failing parser test"
+
+            kindling warm --auto --task "summarise recent papers on BM25" --budget 800 --json
+        """
+        from kindling.warmup.warm import warm
+
+        result = warm(
+            _pick_name(name, auto),
+            task,
+            store=_store(store),
+            budget=budget,
+            style=style,
+            include_system=not no_system,
+            max_examples=max_examples,
+            record_use=record,
+        )
+        data = result.as_dict(format)
+        if json_output:
+            print_json(data)
+            return
+        console.print(
+            f"Template [bold]{result.template.name}[/] v{result.template.version}: "
+            f"{sum(1 for m in result.messages if m.get('tool_calls'))} examples "
+            f"({', '.join(result.tools) or 'none fit'}), ~{result.estimated_tokens}/{budget} tokens.\n"
+        )
+        _print_messages(data["messages"], system=data.get("system", ""))
+
+    @app.command("inject")
+    def inject_command(
+        name: Annotated[str | None, typer.Argument(help="Template name (or use --auto).")] = None,
+        auto: AutoOption = False,
+        task: Annotated[
+            str | None,
+            typer.Option("--task", help="The task. Default: the conversation's first user message."),
+        ] = None,
+        budget: BudgetOption = 2000,
+        style: StyleOption = "triples",
+        format: Annotated[
+            str, typer.Option("--format", "-f", help="Output format: openai, or anthropic (Messages API).")
+        ] = "openai",
+        max_examples: MaxExamplesOption = 8,
+        record: Annotated[
+            bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
+        ] = True,
+        store: StoreOption = None,
+    ) -> None:
+        """Read an OpenAI-format conversation (JSON list, or {"messages": [...]}) on stdin and print it
+        with warm messages inserted after its leading system messages.
+
+        Example:
+
+            kindling inject --auto < conversation.json > warmed.json
+        """
+        from kindling.errors import ConversationError
+        from kindling.warmup.convert import to_anthropic
+        from kindling.warmup.warm import inject_warm
+
+        raw = sys.stdin.read()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ConversationError(f"The conversation on stdin is not valid JSON: {exc}.") from exc
+        wrapped = isinstance(data, dict)
+        messages = data.get("messages") if isinstance(data, dict) else data
+        if not isinstance(messages, list):
+            raise ConversationError('Expected a JSON list of messages or an object with "messages".')
+        merged, _result = inject_warm(
+            messages,
+            _pick_name(name, auto),
+            task=task,
+            store=_store(store),
+            budget=budget,
+            style=style,
+            max_examples=max_examples,
+            record_use=record,
+        )
+        output: Any
+        if format == "anthropic":
+            output = to_anthropic(merged)
+        elif format == "openai":
+            output = {**data, "messages": merged} if wrapped else merged
+        else:
+            raise ConversationError(f"Unknown message format {format!r}; use openai or anthropic.")
+        print_json(output)

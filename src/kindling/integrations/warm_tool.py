@@ -1,0 +1,233 @@
+"""The agent-facing ``warm_session`` tool: build, list, load, delete and inject warm-up templates.
+
+``warm_session(args)`` never raises: it returns JSON the model reads, ``{"success": true, ...}`` with
+the data, or ``{"success": false, "error": "..."}``. Templates live in the default store
+(``$KINDLING_TEMPLATE_STORE`` or ``$KINDLING_HOME/templates``); sessions are read from
+``$HERMES_HOME/state.db`` unless ``sources`` are given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kindling.errors import KindlingError
+
+__all__ = ["WARM_SESSION_SCHEMA", "warm_session"]
+
+ACTIONS = ("build", "list", "load", "delete", "inject")
+PREVIEW_CHARS = 80
+
+WARM_SESSION_SCHEMA: dict[str, Any] = {
+    "name": "warm_session",
+    "description": (
+        "Manage warm-up templates mined from past sessions, so a new session starts with examples of "
+        "tool calls that worked. Actions: build (mine past sessions into a named template), list, "
+        "load (the warm conversation for a task, with a short preview), delete, inject (insert the "
+        "warm messages into a conversation after its system messages)."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": list(ACTIONS), "description": "What to do."},
+            "name": {
+                "type": "string",
+                "description": "Template name (letters, digits, '-', '_', '.'). For load/inject, omit to "
+                "choose automatically from the task.",
+            },
+            "description": {"type": "string", "description": "build: what the template is for."},
+            "min_messages": {
+                "type": "integer",
+                "description": "build: skip sessions shorter than this (default 20).",
+            },
+            "max_sessions": {"type": "integer", "description": "build: mine at most this many sessions."},
+            "source_filter": {
+                "type": "string",
+                "description": "build: only sessions whose source matches this glob (e.g. cli, telegram).",
+            },
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "build: tags."},
+            "task_type": {
+                "type": "string",
+                "enum": ["code", "file", "research", "terminal", "mixed"],
+                "description": "build: the template's task type (default: detected from the calls).",
+            },
+            "sources": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "build: session sources (default: the Hermes state.db).",
+            },
+            "task": {"type": "string", "description": "load/inject: the new session's task, in words."},
+            "budget": {"type": "integer", "description": "load/inject: token budget (default 2000)."},
+            "style": {
+                "type": "string",
+                "enum": ["triples", "closed"],
+                "description": "load/inject: closed adds a one-line reply after each tool result.",
+            },
+            "messages": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "inject: the conversation (OpenAI format) to warm.",
+            },
+        },
+        "required": ["action"],
+    },
+}
+
+
+class _BadArgument(Exception):
+    pass
+
+
+def _str(args: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = args.get(key)
+    if value is None or value == "":
+        if required:
+            raise _BadArgument(f"{key} is required for action {args.get('action')!r}.")
+        return None
+    if not isinstance(value, str):
+        raise _BadArgument(f"{key} must be a string.")
+    return value
+
+
+def _required(args: dict[str, Any], key: str) -> str:
+    value = _str(args, key, required=True)
+    assert value is not None  # _str raised otherwise
+    return value
+
+
+def _int(args: dict[str, Any], key: str, default: int | None) -> int | None:
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _BadArgument(f"{key} must be a whole number of 0 or more.")
+    return value
+
+
+def _str_list(args: dict[str, Any], key: str) -> list[str]:
+    value = args.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _BadArgument(f"{key} must be a list of strings.")
+    return value
+
+
+def _preview(messages: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    for message in messages:
+        if message.get("tool_calls"):
+            for call in message["tool_calls"]:
+                lines.append(f"- {call['function']['name']}({call['function']['arguments'][:PREVIEW_CHARS]})")
+        elif message.get("role") == "user":
+            lines.append(f"> {str(message.get('content') or '')[:PREVIEW_CHARS]}")
+    return "\n".join(lines)
+
+
+def _build(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.config import hermes_state_db
+    from kindling.templates.build import build_template_with_report
+
+    name = _required(args, "name")
+    filters: dict[str, Any] = {"min_messages": _int(args, "min_messages", 20)}
+    max_sessions = _int(args, "max_sessions", None)
+    if max_sessions is not None:
+        filters["max_sessions"] = max_sessions
+    source_filter = _str(args, "source_filter")
+    if source_filter:
+        filters["source_filter"] = source_filter
+    sources: list[Any] = _str_list(args, "sources") or [hermes_state_db()]
+    result = build_template_with_report(
+        name,
+        sources,
+        description=_str(args, "description") or "",
+        task_type=_str(args, "task_type"),
+        tags=_str_list(args, "tags"),
+        **filters,
+    )
+    return {"message": f"Built template {name!r} v{result.template.version}.", **result.as_dict()}
+
+
+def _list(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.templates.store import open_store
+
+    store = open_store()
+    templates = [t.summary() for t in store.list()]
+    return {
+        "templates": templates,
+        "count": len(templates),
+        "problems": [{"location": p.location, "reason": p.reason} for p in store.problems],
+    }
+
+
+def _load(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.warmup.warm import warm
+
+    result = warm(
+        _str(args, "name"),
+        _str(args, "task") or "",
+        budget=_int(args, "budget", 2000) or 0,
+        style=_str(args, "style") or "triples",
+    )
+    data = result.as_dict()
+    data["preview"] = _preview(result.messages)
+    return data
+
+
+def _delete(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.templates.store import open_store
+
+    name = _required(args, "name")
+    open_store().delete(name)
+    return {"message": f"Deleted template {name!r}."}
+
+
+def _inject(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.warmup.warm import inject_warm
+
+    messages = args.get("messages")
+    if not isinstance(messages, list):
+        raise _BadArgument("messages must be the conversation: a list of OpenAI-format messages.")
+    merged, result = inject_warm(
+        messages,
+        _str(args, "name"),
+        task=_str(args, "task"),
+        budget=_int(args, "budget", 2000) or 0,
+        style=_str(args, "style") or "triples",
+    )
+    return {
+        "template": result.template.name,
+        "messages": merged,
+        "injected": len(result.messages),
+        "estimated_tokens": result.estimated_tokens,
+        "preview": _preview(result.messages),
+    }
+
+
+_HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "build": _build,
+    "list": _list,
+    "load": _load,
+    "delete": _delete,
+    "inject": _inject,
+}
+
+
+def warm_session(args: dict[str, Any]) -> str:
+    """Handle a ``warm_session`` call; return the JSON result (``success`` false with ``error`` on failure)."""
+    if not isinstance(args, dict):
+        return json.dumps({"success": False, "error": "Arguments must be a JSON object."})
+    action = args.get("action")
+    handler = _HANDLERS.get(action) if isinstance(action, str) else None
+    if handler is None:
+        return json.dumps(
+            {"success": False, "error": f"action must be one of {', '.join(ACTIONS)}, not {action!r}."}
+        )
+    try:
+        data = handler(args)
+    except (_BadArgument, KindlingError) as exc:
+        return json.dumps({"success": False, "action": action, "error": str(exc)})
+    return json.dumps({"success": True, "action": action, **data}, default=str)
