@@ -146,21 +146,18 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     if not jobs:
         console.print(f"No jobs in {store.location}.", highlight=False)
         return
-    table = Table("id", "name", "kind", "schedule", "state", "next run", "last run", "last status")
+    table = Table()
+    for column in ("id", "name", "kind", "schedule", "next run", "last status"):
+        table.add_column(column, overflow="fold")
     for job in jobs:
         status = job.last_status or "-"
+        if job.last_run_at:
+            status += f" at {_when(job.last_run_at)}"
         if job.last_error:
-            status += f": {job.last_error[:60]}"
-        table.add_row(
-            job.id,
-            job.name,
-            job.kind,
-            job.schedule,
-            _state(job),
-            _when(job.next_run_at),
-            _when(job.last_run_at),
-            status,
-        )
+            status += f": {job.last_error[:80]}"
+        state = _state(job)
+        upcoming = _when(job.next_run_at) if state == "scheduled" else state
+        table.add_row(job.id, job.name, job.kind, job.schedule, upcoming, status)
     console.print(table)
 
 

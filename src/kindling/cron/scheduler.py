@@ -144,6 +144,7 @@ def execute_job(store: JobStore, job: Job, *, output_dir: Path | None = None) ->
     for warning in warnings:
         log.warning("Job %s: %s", job.name, warning)
     record = {
+        "last_run_at": started,
         "last_status": outcome.status,
         "last_error": outcome.error,
         "last_output": str(output) if output else None,

@@ -1,0 +1,197 @@
+"""``kindling cron`` through Typer's CliRunner: a thin client over the same stores and tick."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fake_openai import FakeOpenAI, text
+from kindling.cli.main import app
+from kindling.cron.jobs import JsonJobStore, SqlJobStore, default_jobs_path
+
+runner = CliRunner()
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["cron", *args])
+    return result.exit_code, result.output
+
+
+def _add(fake: FakeOpenAI, name: str = "report", *extra: str) -> dict:  # type: ignore[type-arg]
+    code, out = _invoke(
+        "add",
+        "every 1h",
+        "--name",
+        name,
+        "--prompt",
+        "Write the report.",
+        "--model",
+        "fake-model",
+        "--base-url",
+        fake.base_url,
+        "--context-length",
+        "100000",
+        "--json",
+        *extra,
+    )
+    assert code == 0, out
+    return json.loads(out)
+
+
+def _make_due(ref: str, store: JsonJobStore | SqlJobStore | None = None) -> None:
+    store = store or JsonJobStore()
+    store.update(ref, {"next_run_at": datetime.now(timezone.utc) - timedelta(minutes=1)})
+
+
+def test_add_list_pause_resume_remove(fake_openai: FakeOpenAI) -> None:
+    job = _add(fake_openai)
+    assert job["kind"] == "prompt" and job["schedule"] == "every 1h"
+    assert default_jobs_path().exists()
+
+    code, out = _invoke("list", "--json")
+    assert code == 0
+    assert [j["name"] for j in json.loads(out)] == ["report"]
+    code, out = _invoke("list")
+    assert code == 0 and "report" in out and "UTC" in out
+
+    assert _invoke("pause", "report")[0] == 0
+    assert JsonJobStore().get("report").enabled is False
+    code, out = _invoke("list")
+    assert "paused" in out
+    code, out = _invoke("resume", job["id"])
+    assert code == 0 and "Resumed" in out
+    assert JsonJobStore().get("report").enabled is True
+
+    code, out = _invoke("remove", "report")
+    assert code == 0 and "Removed" in out
+    assert json.loads(_invoke("list", "--json")[1]) == []
+
+
+def test_tick_runs_due_jobs_and_prints_json(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script = [text("Tick output here.")]
+    job = _add(fake_openai)
+    code, out = _invoke("tick", "--json")
+    assert code == 0 and json.loads(out)["runs"] == []
+    _make_due(job["id"])
+    code, out = _invoke("tick", "--json")
+    assert code == 0, out
+    [run] = json.loads(out)["runs"]
+    assert run["status"] == "ok" and run["job_id"] == job["id"]
+    assert "Tick output here." in Path(run["output"]).read_text(encoding="utf-8")
+    code, out = _invoke("tick")
+    assert code == 0 and "No jobs due." in out
+
+
+def test_run_now_prints_the_result_and_fails_on_blocked(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script = [text("Manual run.")]
+    _add(fake_openai)
+    code, out = _invoke("run", "report")
+    assert code == 0, out
+    assert "report" in out and "ok" in out
+    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "small",
+        "--prompt",
+        "x",
+        "--model",
+        "tiny",
+        "--base-url",
+        fake_openai.base_url,
+    )
+    assert code == 0, out
+    code, out = _invoke("run", "small", "--json")
+    assert code == 1
+    assert json.loads(out)["status"] == "blocked"
+
+
+def test_status_and_path(fake_openai: FakeOpenAI) -> None:
+    _add(fake_openai)
+    code, out = _invoke("status", "--json")
+    assert code == 0
+    status = json.loads(out)
+    assert status["jobs"] == 1 and status["next"]["name"] == "report"
+    code, out = _invoke("status")
+    assert code == 0 and "next: report" in out
+    code, out = _invoke("path", "--json")
+    assert code == 0
+    paths = json.loads(out)
+    assert paths["jobs"] == str(default_jobs_path())
+    assert paths["output"].endswith("cron/output")
+
+
+def test_daemon_with_max_ticks(fake_openai: FakeOpenAI) -> None:
+    job = _add(fake_openai)
+    _make_due(job["id"])
+    code, out = _invoke("daemon", "--interval", "1", "--max-ticks", "1")
+    assert code == 0, out
+    assert "report" in out and "ok" in out
+    assert JsonJobStore().get(job["id"]).last_status == "ok"
+
+
+def test_sqlite_store_through_db_option(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    db = str(tmp_path / "jobs.db")
+    _add(fake_openai, "sqljob", "--db", db)
+    assert not default_jobs_path().exists()
+    store = SqlJobStore(db)
+    assert store.get("sqljob").kind == "prompt"
+    _make_due("sqljob", store)
+    code, out = _invoke("tick", "--db", db, "--json")
+    assert code == 0, out
+    assert [r["name"] for r in json.loads(out)["runs"]] == ["sqljob"]
+
+
+def test_build_template_and_review_jobs_are_added_with_their_settings(tmp_path: Path) -> None:
+    code, out = _invoke(
+        "add", "0 3 * * *", "--name", "rebuild", "--kind", "build-template", "--template", "web-research",
+        "--source", str(tmp_path / "state.db"), "--json",
+    )  # fmt: skip
+    assert code == 0, out
+    assert json.loads(out)["args"]["template"] == "web-research"
+    code, out = _invoke("add", "every 1d", "--name", "nightly-review", "--kind", "review", "--json")
+    assert code == 0, out
+    assert json.loads(out)["args"]["session_id"] == "latest"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["add", "whenever", "--name", "x", "--prompt", "p"], "not understood"),
+        (["add", "every 1h", "--name", "../x", "--prompt", "p"], "not allowed"),
+        (["add", "every 1h", "--name", "x"], "needs a prompt"),
+        (["add", "every 1h", "--name", "x", "--kind", "shell"], "not one of"),
+        (["add", "every 1h", "--name", "x", "--kind", "build-template"], "Template name"),
+        (["remove", "missing"], "No job"),
+        (["run", "missing"], "No job"),
+        (["pause", "missing"], "No job"),
+    ],
+)
+def test_bad_input_gives_one_clear_line(args: list[str], fragment: str) -> None:
+    code, out = _invoke(*args)
+    assert code != 0
+    assert fragment in out
+    assert "Traceback" not in out
+
+
+def test_corrupt_jobs_file_is_reported_and_left_alone() -> None:
+    path = default_jobs_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("{broken", encoding="utf-8")
+    code, out = _invoke("list")
+    assert code == 1 and "not valid JSON" in out
+    assert path.read_text(encoding="utf-8") == "{broken"
+
+
+@pytest.mark.parametrize(
+    "command", ["add", "list", "remove", "pause", "resume", "run", "tick", "status", "daemon", "path"]
+)
+def test_every_command_has_help(command: str) -> None:
+    code, out = _invoke(command, "--help")
+    assert code == 0
+    assert "Usage" in out and len(out) > 200
