@@ -102,7 +102,7 @@ class DaemonProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> DaemonProcess:
+    def launch(self) -> DaemonProcess:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -121,6 +121,12 @@ class DaemonProcess:
             stdout=subprocess.DEVNULL,
             stderr=self._log,
         )
+        return self
+
+    def start(self, timeout: float = 30.0) -> DaemonProcess:
+        if self.proc is None:
+            self.launch()
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
