@@ -123,9 +123,20 @@ def _latest_session_id(source: str) -> str:
 
 
 def run_review_job(job: Job) -> RunOutcome:
-    """Review one session (``args.session_id``, or ``latest``) from ``args.source`` (default: Hermes)."""
+    """Review one session (``args.session_id``, or ``latest``) from ``args.source`` (default: Hermes).
+
+    The same context minimum as prompt jobs applies: a model under it gives ``blocked``.
+    """
     try:
         model, base_url = _endpoint(job)
+        check_model_context(
+            model, base_url=base_url, api_key=job_api_key(job), config_context_length=job.context_length
+        )
+    except ModelContextError as exc:
+        return RunOutcome("blocked", error=str(exc))
+    except KindlingError as exc:
+        return RunOutcome("error", error=str(exc))
+    try:
         source = str(job.args.get("source") or hermes_state_db())
         session_id = str(job.args.get("session_id") or "latest")
         if session_id == "latest":
