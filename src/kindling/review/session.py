@@ -91,9 +91,15 @@ def load_session(source: str | Path, session_id: str, format: str | None = None)
     """Return session ``session_id`` from ``source``; raise NotFoundError or SourceError."""
     from kindling.sessions import iter_sessions
 
-    for session in iter_sessions(source, format):
-        if session.id == session_id:
-            return session
+    sessions = iter_sessions(source, format)
+    try:
+        for session in sessions:
+            if session.id == session_id:
+                return session
+    finally:
+        close = getattr(sessions, "close", None)
+        if close is not None:
+            close()  # release the source's connections now, not whenever the generator is collected
     raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
 
 

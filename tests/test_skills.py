@@ -1,0 +1,142 @@
+"""The Hermes-compatible skill store: SKILL.md layout, front matter, names, tool actions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kindling.agent import ToolRegistry
+from kindling.errors import InvalidNameError, NotFoundError, StoreError
+from kindling.review.skills import SkillStore, parse_front_matter, skills_dir, validate_skill_name
+from kindling.review.tools import skill_tools
+
+SKILL = """---
+name: deploy-static-site
+description: Build and publish a static site to the bucket.
+version: 1.0.0
+tags: [deploy, web]
+---
+# Deploy a static site
+
+1. Run `make build`.
+2. Sync `dist/` to the bucket.
+"""
+
+
+def test_create_view_list_in_hermes_layout(isolated_homes: Path) -> None:
+    store = SkillStore()
+    assert store.root == isolated_homes / "hermes" / "skills" == skills_dir()
+    created = store.create("deploy-static-site", SKILL)
+    assert created == {
+        "success": True,
+        "message": "Skill 'deploy-static-site' created.",
+        "path": str(store.root / "deploy-static-site" / "SKILL.md"),
+    }
+    store.create("pytest-fixtures", SKILL.replace("deploy-static-site", "pytest-fixtures"), category="python")
+    assert (store.root / "python" / "pytest-fixtures" / "SKILL.md").read_text(encoding="utf-8").startswith("---\nname: pytest")
+
+    skill = store.read("deploy-static-site")
+    assert (skill.name, skill.category, skill.version, skill.tags) == ("deploy-static-site", None, "1.0.0", ("deploy", "web"))
+    assert skill.description == "Build and publish a static site to the bucket." and skill.content == SKILL
+    skills, broken = store.list()
+    assert [(s.category, s.name) for s in skills] == [(None, "deploy-static-site"), ("python", "pytest-fixtures")]
+    assert broken == []
+    viewed = store.view("pytest-fixtures")
+    assert viewed["success"] is True and viewed["category"] == "python" and "make build" in viewed["content"]
+
+
+def test_patch_edit_delete() -> None:
+    store = SkillStore()
+    store.create("deploy-static-site", SKILL, category="web")
+    assert store.patch("deploy-static-site", "make build", "make site")["message"] == "Skill 'deploy-static-site' patched."
+    assert "make site" in store.read("deploy-static-site").content
+    assert store.patch("deploy-static-site", "nowhere", "x")["error"] == "old_string was not found in skill 'deploy-static-site'."
+    assert "occurs 2 times" in store.patch("deploy-static-site", "deploy", "x")["error"]
+    broken = store.patch("deploy-static-site", "name: deploy-static-site\n", "")
+    assert broken["success"] is False and "The patch would break SKILL.md" in broken["error"]
+    edited = store.edit("deploy-static-site", SKILL.replace("1.0.0", "2.0.0"))
+    assert edited["message"] == "Skill 'deploy-static-site' updated." and store.read("deploy-static-site").version == "2.0.0"
+    assert store.delete("deploy-static-site") == {"success": True, "message": "Skill 'deploy-static-site' deleted."}
+    assert not (store.root / "web").exists()  # the emptied category goes too
+    assert store.delete("deploy-static-site")["error"].startswith("Skill 'deploy-static-site' not found")
+    with pytest.raises(NotFoundError):
+        store.read("deploy-static-site")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", "../escape", "Upper", "-dash-first", "a/b", "x" * 65, ".hidden", "spa ce"],
+)
+def test_unsafe_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidNameError):
+        validate_skill_name(name)
+    store = SkillStore()
+    result = store.create(name, SKILL)
+    assert result["success"] is False
+    assert not any(store.root.parent.rglob("SKILL.md"))
+
+
+def test_unsafe_category_is_refused() -> None:
+    result = SkillStore().create("fine-name", SKILL, category="../../outside")
+    assert result["success"] is False and "Invalid category" in result["error"]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("", "cannot be empty"),
+        ("# no front matter\n", "must start with YAML front matter"),
+        ("---\nname: x\ndescription: y\n", "not closed"),
+        ("---\n[unclosed\n---\nbody\n", "not valid YAML"),
+        ("---\n- a list\n---\nbody\n", "must be a YAML mapping"),
+        ("---\nname: x\n---\nbody\n", "must include 'description'"),
+        ("---\ndescription: y\n---\nbody\n", "must include 'name'"),
+        ("---\nname: x\ndescription: y\n---\n\n", "needs instructions"),
+    ],
+)
+def test_front_matter_is_validated(content: str, reason: str) -> None:
+    with pytest.raises(StoreError, match=reason):
+        parse_front_matter(content)
+    result = SkillStore().create("some-skill", content)
+    assert result["success"] is False and reason in result["error"]
+
+
+def test_duplicate_names_across_categories_are_refused() -> None:
+    store = SkillStore()
+    store.create("one-skill", SKILL, category="a")
+    result = store.create("one-skill", SKILL, category="b")
+    assert result["success"] is False and "already exists" in result["error"]
+
+
+def test_broken_skill_is_listed_as_unreadable_not_dropped() -> None:
+    store = SkillStore()
+    store.create("good-skill", SKILL)
+    bad = store.root / "bad-skill" / "SKILL.md"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("no front matter", encoding="utf-8")
+    archived = store.root / ".archive" / "old-skill" / "SKILL.md"
+    archived.parent.mkdir(parents=True)
+    archived.write_text(SKILL, encoding="utf-8")
+    skills, broken = store.list()
+    assert [s.name for s in skills] == ["good-skill"]
+    assert [(p, "must start with YAML front matter" in why) for p, why in broken] == [(bad, True)]
+    listed = store.list_result()
+    assert listed["count"] == 1 and listed["unreadable"][0]["path"] == str(bad)
+
+
+def test_skill_tools_dispatch_through_registry() -> None:
+    registry = ToolRegistry.of(skill_tools())
+    created = json.loads(
+        registry.dispatch("skill_manage", json.dumps({"action": "create", "name": "deploy-static-site", "content": SKILL}))
+    )
+    assert created["message"] == "Skill 'deploy-static-site' created."
+    listed = json.loads(registry.dispatch("skills_list", "{}"))
+    assert listed["skills"] == [
+        {"name": "deploy-static-site", "category": None, "description": "Build and publish a static site to the bucket."}
+    ]
+    viewed = json.loads(registry.dispatch("skill_view", {"name": "deploy-static-site"}))
+    assert viewed["content"] == SKILL
+    assert json.loads(registry.dispatch("skill_manage", {"action": "explode", "name": "x"}))["success"] is False
+    assert json.loads(registry.dispatch("skill_manage", {"action": "create", "name": 3}))["success"] is False
