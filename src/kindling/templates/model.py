@@ -96,16 +96,16 @@ def validate_name(name: str, *, kind: str = "template") -> str:
             name=name,
             kind=kind,
         )
-    if name.startswith("."):
-        raise InvalidNameError(
-            f"{kind.capitalize()} name {name!r} cannot start with a dot.", name=name, kind=kind
-        )
     if not _NAME_RE.fullmatch(name):
         raise InvalidNameError(
             f"{kind.capitalize()} name {name!r} may only contain letters, digits, '-', '_' and '.' "
             "(no path separators).",
             name=name,
             kind=kind,
+        )
+    if name.startswith("."):
+        raise InvalidNameError(
+            f"{kind.capitalize()} name {name!r} cannot start with a dot.", name=name, kind=kind
         )
     return name
 

@@ -1,0 +1,202 @@
+"""CLI: kindling build, templates list/show/delete/export/import/path, warm, inject."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kindling.cli.main import app
+from kindling.config import templates_dir
+from kindling.sessions import generate_sample_db
+from kindling.templates import JsonDirStore, Template, open_store
+from kindling.templates.model import LEGACY_KEYS
+from kindling.warmup import validate_conversation
+
+runner = CliRunner()
+
+
+def run(*args: str, input: str | None = None) -> Any:
+    return runner.invoke(app, list(args), input=input)
+
+
+@pytest.fixture
+def sample_db(tmp_path: Path) -> Path:
+    return generate_sample_db(tmp_path / "state.db", sessions=60, seed=3)
+
+
+@pytest.fixture
+def built(sample_db: Path) -> Path:
+    result = run("build", "sample", str(sample_db), "--tag", "demo", "--tag", "python", "--json")
+    assert result.exit_code == 0, result.output
+    return sample_db
+
+
+def test_build_from_sample_data(built: Path) -> None:
+    store = JsonDirStore(templates_dir())
+    template = store.get("sample")
+    assert template.tags == ["demo", "python"]
+    assert template.examples
+    assert template.task_type in {"code", "file", "research", "terminal", "mixed"}
+    assert template.source_session_ids
+    # Building again makes version 2 and keeps version 1.
+    result = run("build", "sample", str(built), "--task-type", "code", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["template"]["version"] == 2
+    assert data["read"]["sessions"] == 60
+    assert store.versions("sample") == [1, 2]
+    assert store.get("sample").task_type == "code"
+
+
+def test_build_defaults_to_hermes_state_db(sample_db: Path, isolated_homes: Path) -> None:
+    hermes = isolated_homes / "hermes"
+    hermes.mkdir(parents=True)
+    sample_db.rename(hermes / "state.db")
+    result = run("build", "default")
+    assert result.exit_code == 0, result.output
+    assert "Saved template default v1" in result.output
+
+
+def test_build_errors_are_one_clear_line(sample_db: Path, tmp_path: Path) -> None:
+    result = run("build", "../evil", str(sample_db))
+    assert result.exit_code == 2
+    assert "Error:" in result.output and "letters, digits" in result.output
+    result = run("build", "x", str(tmp_path / "missing.db"))
+    assert result.exit_code != 0
+    assert "Error:" in result.output
+    result = run("build", "nothing", str(sample_db), "--min-messages", "100000")
+    assert result.exit_code == 1
+    assert "No examples" in result.output
+
+
+def test_templates_list_show_path(built: Path) -> None:
+    result = run("templates", "list", "--json")
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert [t["name"] for t in listed["templates"]] == ["sample"]
+    assert listed["problems"] == []
+    table = run("templates", "list")
+    assert "sample" in table.output
+    shown = json.loads(run("templates", "show", "sample", "--json").output)
+    assert shown["versions"] == [1]
+    assert len(shown["examples"]) == listed["templates"][0]["examples"]
+    assert "examples" in run("templates", "show", "sample").output
+    assert run("templates", "path").output.strip() == str(templates_dir())
+    assert json.loads(run("templates", "path", "--json").output)["kind"] == "json"
+    missing = run("templates", "show", "nope")
+    assert missing.exit_code == 1
+    assert "does not exist" in missing.output
+
+
+def test_templates_list_reports_corrupt_files(built: Path) -> None:
+    (templates_dir() / "broken.json").write_text("{not json")
+    result = run("templates", "list", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert [t["name"] for t in data["templates"]] == ["sample"]
+    assert data["problems"][0]["location"].endswith("broken.json")
+
+
+@pytest.mark.parametrize("fmt", ["warm_sessions", "session-templates"])
+def test_export_legacy_and_import_back(built: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"{fmt}.json"
+    result = run("templates", "export", "sample", "--format", fmt, "--output", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    top, example_keys = LEGACY_KEYS[fmt]
+    assert tuple(data) == top
+    assert all(tuple(e) == example_keys for e in data["examples"])
+    stdout = run("templates", "export", "sample", "--format", fmt)
+    assert json.loads(stdout.output) == data
+    imported = run("templates", "import", str(out), "--name", "copy", "--json")
+    assert imported.exit_code == 0, imported.output
+    assert json.loads(imported.output)["imported"][0]["name"] == "copy"
+    assert len(JsonDirStore(templates_dir()).get("copy").examples) == len(data["examples"])
+
+
+def test_import_skips_bad_files_and_imports_the_rest(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"name": "good", "examples": [{"tool_name": "t", "result": "r", "success": True}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    unsafe = tmp_path / "unsafe.json"
+    unsafe.write_text(json.dumps({"name": "../../etc", "examples": []}))
+    result = run("templates", "import", str(good), str(bad), str(unsafe), "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [r["name"] for r in data["imported"]] == ["good"]
+    assert sorted(Path(r["file"]).name for r in data["failed"]) == ["bad.json", "unsafe.json"]
+
+
+def test_delete(built: Path) -> None:
+    assert run("templates", "delete", "sample").exit_code == 1  # no confirmation on empty stdin
+    assert run("templates", "delete", "sample", "--yes").exit_code == 0
+    assert json.loads(run("templates", "list", "--json").output)["templates"] == []
+    assert run("templates", "delete", "sample", "--yes").exit_code == 1
+
+
+def test_warm_prints_the_conversation_and_json(built: Path) -> None:
+    text = run("warm", "sample", "--task", "fix the failing parser test", "--budget", "800")
+    assert text.exit_code == 0, text.output
+    assert "Template sample v1" in text.output
+    assert "→" in text.output
+    result = run("warm", "--auto", "--task", "fix the failing parser test", "--budget", "800", "--json")
+    data = json.loads(result.output)
+    assert data["template"] == "sample"
+    assert 0 < data["estimated_tokens"] <= 800
+    validate_conversation(data["messages"], strict_ids=True)
+    assert JsonDirStore(templates_dir()).get("sample").usage_count == 2
+    run("warm", "sample", "--task", "x", "--no-record", "--json")
+    assert JsonDirStore(templates_dir()).get("sample").usage_count == 2
+
+
+def test_warm_closed_style_and_anthropic_format(built: Path) -> None:
+    data = json.loads(
+        run("warm", "sample", "--task", "search the web", "--style", "closed", "--format", "anthropic", "--json").output
+    )
+    roles = [m["role"] for m in data["messages"]]
+    assert roles[0] == "user"
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    bad = run("warm", "sample", "--task", "x", "--style", "pairs")
+    assert bad.exit_code == 1
+    assert "style" in bad.output
+    both = run("warm", "sample", "--auto", "--task", "x")
+    assert both.exit_code == 1
+
+
+def test_inject_reads_stdin(built: Path) -> None:
+    conversation = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing parser test"},
+    ]
+    result = run("inject", "--auto", "--budget", "600", input=json.dumps(conversation))
+    assert result.exit_code == 0, result.output
+    merged = json.loads(result.output)
+    assert merged[0] == conversation[0]
+    assert merged[-1] == conversation[-1]
+    assert len(merged) > 2
+    validate_conversation(merged)
+    wrapped = run("inject", "sample", input=json.dumps({"model": "m", "messages": conversation}))
+    assert json.loads(wrapped.output)["model"] == "m"
+    anthropic = json.loads(run("inject", "sample", "--format", "anthropic", input=json.dumps(conversation)).output)
+    assert anthropic["system"] == "You are a coding agent."
+    broken = run("inject", "sample", input="{nope")
+    assert broken.exit_code == 1
+    assert "not valid JSON" in broken.output
+    unanswered = [{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "t"}}]}]
+    assert "never answered" in run("inject", "sample", input=json.dumps(unanswered)).output
+
+
+def test_store_option_uses_sqlite(sample_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    assert run("build", "sql", str(sample_db), "--store", str(db)).exit_code == 0
+    assert [t.name for t in open_store(db).list()] == ["sql"]
+    data = json.loads(run("templates", "path", "--store", str(db), "--json").output)
+    assert data == {"kind": "sql", "location": str(db)}
+    open_store(db).save(Template(name="extra"))
+    listed = json.loads(run("templates", "list", "--store", str(db), "--json").output)
+    assert [t["name"] for t in listed["templates"]] == ["extra", "sql"]

@@ -1,0 +1,100 @@
+"""The agent-facing warm_session tool: every action, and errors as JSON instead of exceptions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kindling.integrations.warm_tool import WARM_SESSION_SCHEMA, warm_session
+from kindling.sessions import generate_sample_db
+from kindling.templates import open_store
+from kindling.warmup import validate_conversation
+
+
+def call(**args: Any) -> dict[str, Any]:
+    result = json.loads(warm_session(args))
+    assert isinstance(result["success"], bool)
+    return result  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def sample_db(tmp_path: Path) -> Path:
+    return generate_sample_db(tmp_path / "state.db", sessions=60, seed=5)
+
+
+def test_schema_lists_every_action() -> None:
+    assert WARM_SESSION_SCHEMA["name"] == "warm_session"
+    params = WARM_SESSION_SCHEMA["parameters"]
+    assert params["properties"]["action"]["enum"] == ["build", "list", "load", "delete", "inject"]
+    assert params["required"] == ["action"]
+    for key in ("name", "description", "min_messages", "max_sessions", "source_filter", "tags"):
+        assert key in params["properties"]
+
+
+def test_build_list_load_inject_delete(sample_db: Path) -> None:
+    built = call(
+        action="build", name="coding", description="from the sample", tags=["demo"], sources=[str(sample_db)]
+    )
+    assert built["success"], built
+    assert built["template"]["name"] == "coding"
+    assert built["template"]["tags"] == ["demo"]
+    assert built["read"]["sessions"] == 60
+
+    listed = call(action="list")
+    assert [t["name"] for t in listed["templates"]] == ["coding"]
+
+    loaded = call(action="load", name="coding", task="fix the parser test", budget=700)
+    assert loaded["success"], loaded
+    validate_conversation(loaded["messages"], strict_ids=True)
+    assert 0 < loaded["estimated_tokens"] <= 700
+    assert loaded["preview"].count("\n") >= 1
+    assert any(line.startswith("- ") for line in loaded["preview"].splitlines())
+
+    conversation = [{"role": "system", "content": "S"}, {"role": "user", "content": "search the web for bm25"}]
+    injected = call(action="inject", messages=conversation)  # no name: chosen automatically
+    assert injected["success"], injected
+    assert injected["messages"][0] == conversation[0]
+    assert injected["messages"][-1] == conversation[-1]
+    assert injected["injected"] == len(injected["messages"]) - 2
+    assert open_store().get("coding").usage_count == 2
+
+    assert call(action="delete", name="coding")["success"]
+    assert call(action="list")["templates"] == []
+
+
+def test_build_filters_reach_mining(sample_db: Path) -> None:
+    few = call(action="build", name="few", sources=[str(sample_db)], max_sessions=5, min_messages=0)
+    assert few["success"], few
+    assert few["mining"]["sessions_mined"] == 5
+    none = call(action="build", name="none", sources=[str(sample_db)], source_filter="no-such-platform")
+    assert not none["success"]
+    assert "No examples" in none["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"action": "explode"}, "action must be one of"),
+        ({}, "action must be one of"),
+        ({"action": "build"}, "name is required"),
+        ({"action": "build", "name": "../x", "sources": ["/nonexistent"]}, "letters, digits"),
+        ({"action": "build", "name": "x", "min_messages": -1}, "0 or more"),
+        ({"action": "build", "name": "x", "tags": "a" * 3, "sources": 5}, "list of strings"),
+        ({"action": "load", "name": "missing"}, "does not exist"),
+        ({"action": "load"}, "No template"),
+        ({"action": "delete", "name": "missing"}, "does not exist"),
+        ({"action": "inject", "messages": "hello"}, "list of OpenAI-format messages"),
+        ({"action": "load", "name": "x", "budget": "lots"}, "whole number"),
+    ],
+)
+def test_errors_come_back_as_json(args: dict[str, Any], message: str) -> None:
+    result = call(**args)
+    assert result["success"] is False
+    assert message in result["error"]
+
+
+def test_non_dict_arguments() -> None:
+    assert json.loads(warm_session("build"))["success"] is False  # type: ignore[arg-type]
