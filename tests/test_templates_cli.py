@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,9 @@ def test_export_legacy_and_import_back(built: Path, tmp_path: Path, fmt: str) ->
 
 def test_import_skips_bad_files_and_imports_the_rest(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"name": "good", "examples": [{"tool_name": "t", "result": "r", "success": True}]}))
+    good.write_text(
+        json.dumps({"name": "good", "examples": [{"tool_name": "t", "result": "r", "success": True}]})
+    )
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2")
     unsafe = tmp_path / "unsafe.json"
@@ -156,11 +159,21 @@ def test_warm_prints_the_conversation_and_json(built: Path) -> None:
 
 def test_warm_closed_style_and_anthropic_format(built: Path) -> None:
     data = json.loads(
-        run("warm", "sample", "--task", "search the web", "--style", "closed", "--format", "anthropic", "--json").output
+        run(
+            "warm",
+            "sample",
+            "--task",
+            "search the web",
+            "--style",
+            "closed",
+            "--format",
+            "anthropic",
+            "--json",
+        ).output
     )
     roles = [m["role"] for m in data["messages"]]
     assert roles[0] == "user"
-    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(roles))
     bad = run("warm", "sample", "--task", "x", "--style", "pairs")
     assert bad.exit_code == 1
     assert "style" in bad.output
@@ -182,7 +195,9 @@ def test_inject_reads_stdin(built: Path) -> None:
     validate_conversation(merged)
     wrapped = run("inject", "sample", input=json.dumps({"model": "m", "messages": conversation}))
     assert json.loads(wrapped.output)["model"] == "m"
-    anthropic = json.loads(run("inject", "sample", "--format", "anthropic", input=json.dumps(conversation)).output)
+    anthropic = json.loads(
+        run("inject", "sample", "--format", "anthropic", input=json.dumps(conversation)).output
+    )
     assert anthropic["system"] == "You are a coding agent."
     broken = run("inject", "sample", input="{nope")
     assert broken.exit_code == 1

@@ -53,7 +53,10 @@ def test_build_list_load_inject_delete(sample_db: Path) -> None:
     assert loaded["preview"].count("\n") >= 1
     assert any(line.startswith("- ") for line in loaded["preview"].splitlines())
 
-    conversation = [{"role": "system", "content": "S"}, {"role": "user", "content": "search the web for bm25"}]
+    conversation = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "search the web for bm25"},
+    ]
     injected = call(action="inject", messages=conversation)  # no name: chosen automatically
     assert injected["success"], injected
     assert injected["messages"][0] == conversation[0]
