@@ -15,6 +15,7 @@ Hermes is never blocked (SQLite is opened read-only; WAL readers never block the
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from kindling.config import env_int
-from kindling.db import redact_url
 from kindling.errors import SourceError
 from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_tool_calls
 from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall
@@ -149,21 +149,25 @@ def _read_sqlite(
 ) -> Iterator[Session]:
     message_select, session_select, order = _select_lists(message_columns, session_columns)
     where = " WHERE active = 1" if "active" in message_columns else ""
+    # Messages first: a session committed in between then shows up empty rather than its messages
+    # showing up without their session.
+    message_rows = _stream(
+        connections[0],
+        f"SELECT {message_select} FROM messages{where} ORDER BY session_id, {order}",
+        report,
+    )
+    session_rows = _stream(connections[1], f"SELECT {session_select} FROM sessions ORDER BY id", report)
     try:
-        # Messages first: a session committed in between then shows up empty rather than its
-        # messages showing up without their session.
-        message_rows = _stream(
-            connections[0],
-            f"SELECT {message_select} FROM messages{where} ORDER BY session_id, {order}",
-            report,
-        )
-        session_rows = _stream(connections[1], f"SELECT {session_select} FROM sessions ORDER BY id", report)
         yield from assemble_sessions(message_rows, session_rows, report, key=_sqlite_order_key)
     except sqlite3.DatabaseError as exc:
         # A page that cannot be read mid-stream: what was read has been yielded; say why it stopped.
         report.skip("database_error")
         raise SourceError(f"Cannot finish reading {path}: {str(exc).strip()}.", path=path) from exc
     finally:
+        # Cursors first, then their connections: closing in the other order raises from the cursors.
+        for rows in (message_rows, session_rows):
+            with contextlib.suppress(sqlite3.Error):
+                rows.close()
         _close_all(connections)
 
 
@@ -221,7 +225,7 @@ def read_hermes_postgres(url: str, report: ReadReport) -> Iterator[Session]:
     """
     import psycopg
 
-    label = redact_url(url)
+    label = _label(url)
     dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
     try:
         conn = psycopg.connect(dsn, connect_timeout=10)
@@ -240,6 +244,16 @@ def read_hermes_postgres(url: str, report: ReadReport) -> Iterator[Session]:
         conn.close()
         raise
     return _read_postgres(conn, label, message_columns, session_columns, report)
+
+
+def _label(url: str) -> str:
+    """The URL as the user wrote it, with any password hidden."""
+    import sqlalchemy as sa
+
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # any parse failure: never echo a URL that may hold a password
+        return "<database URL>"
 
 
 def _pg_columns(conn: Any, table: str) -> dict[str, str]:
@@ -277,17 +291,17 @@ def _read_postgres(
             cursor.execute(sql)
             yield from cursor
 
+    message_rows = rows("kindling_messages", message_sql)
+    session_rows = rows("kindling_sessions", session_sql)
     try:
-        yield from assemble_sessions(
-            rows("kindling_messages", message_sql),
-            rows("kindling_sessions", session_sql),
-            report,
-            key=_text_order_key,
-        )
+        yield from assemble_sessions(message_rows, session_rows, report, key=_text_order_key)
     except psycopg.Error as exc:
         report.skip("database_error")
         raise SourceError(f"Cannot finish reading {label}: {str(exc).strip()}", path=label) from exc
     finally:
+        for stream in (message_rows, session_rows):
+            with contextlib.suppress(psycopg.Error):
+                stream.close()
         conn.close()
 
 

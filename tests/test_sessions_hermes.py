@@ -1,0 +1,404 @@
+"""The Hermes reader on real databases: SQLite files on disk and the real PostgreSQL server.
+
+Every reader test runs on both backends through the ``hermes_db`` fixture, with the early schema
+(before ``active``/``title``) and the late one (with compaction columns).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+
+from kindling.errors import SourceError
+from kindling.sessions import ReadReport, detect_format, iter_sessions
+
+EARLY_SESSIONS = """CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, source TEXT NOT NULL, user_id TEXT, model TEXT, model_config TEXT,
+    system_prompt TEXT, parent_session_id TEXT, started_at REAL NOT NULL, ended_at REAL,
+    end_reason TEXT, message_count INTEGER DEFAULT 0, tool_call_count INTEGER DEFAULT 0,
+    input_tokens INTEGER DEFAULT 0, output_tokens INTEGER DEFAULT 0)"""
+EARLY_MESSAGES = """CREATE TABLE messages (
+    id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
+    tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL NOT NULL,
+    token_count INTEGER, finish_reason TEXT)"""
+LATE_SESSIONS = EARLY_SESSIONS[:-1] + ", title TEXT, cwd TEXT, archived INTEGER NOT NULL DEFAULT 0)"
+LATE_MESSAGES = EARLY_MESSAGES[:-1] + (
+    ", reasoning TEXT, observed INTEGER DEFAULT 0, active INTEGER NOT NULL DEFAULT 1,"
+    " compacted INTEGER NOT NULL DEFAULT 0, display_kind TEXT)"
+)
+SCHEMAS = {"early": (EARLY_SESSIONS, EARLY_MESSAGES), "late": (LATE_SESSIONS, LATE_MESSAGES)}
+
+
+class HermesDB:
+    """A Hermes-shaped database on SQLite or PostgreSQL, filled through the real driver."""
+
+    def __init__(self, backend: str, target: str) -> None:
+        self.backend = backend
+        self.source = target
+        self.next_id = 1
+        if backend == "sqlite":
+            self.conn: Any = sqlite3.connect(target, isolation_level=None)
+            self.mark = "?"
+        else:
+            self.conn = psycopg.connect(target, autocommit=True)
+            self.mark = "%s"
+
+    def create(self, schema: str = "late") -> HermesDB:
+        for ddl in SCHEMAS[schema]:
+            if self.backend == "postgres":
+                ddl = ddl.replace(" REAL", " DOUBLE PRECISION")
+            self.conn.execute(ddl)
+        return self
+
+    def insert(self, table: str, **values: Any) -> None:
+        columns = ", ".join(values)
+        marks = ", ".join([self.mark] * len(values))
+        self.conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(values.values()))
+
+    def session(self, session_id: str, **values: Any) -> None:
+        values.setdefault("source", "cli")
+        values.setdefault("started_at", 1_767_225_600.0)
+        self.insert("sessions", id=session_id, **values)
+
+    def message(self, session_id: str, role: str, content: str | None = None, **values: Any) -> int:
+        message_id = self.next_id
+        self.next_id += 1
+        values.setdefault("timestamp", 1_767_225_600.0 + message_id)
+        if isinstance(values.get("tool_calls"), list):
+            values["tool_calls"] = orjson.dumps(values["tool_calls"]).decode()
+        self.insert("messages", id=message_id, session_id=session_id, role=role, content=content, **values)
+        return message_id
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """An OpenAI-style call as Hermes stores it: arguments is a JSON string."""
+    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def hermes_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[HermesDB]:
+    target = str(tmp_path / "state.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    db = HermesDB(backend, target)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def read(source: str, **kwargs: Any) -> tuple[list[Any], ReadReport]:
+    report = ReadReport()
+    return list(iter_sessions(source, report=report, **kwargs)), report
+
+
+def fill_basic(db: HermesDB) -> None:
+    """Two sessions whose message rows interleave by id, plus one session with no messages."""
+    db.session(
+        "s1", source="cli", model="anthropic/claude-sonnet-4.5", end_reason="completed", ended_at=1.0e9 * 1.8
+    )
+    db.session("s2", source="telegram", parent_session_id="s1", end_reason="user_exit")
+    db.session("s3", source="discord")
+    db.message("s1", "user", "Fix the failing test in app/parser.py")
+    db.message("s2", "user", "What is the weather?")
+    db.message(
+        "s1",
+        "assistant",
+        None,
+        tool_calls=[
+            call("c1", "terminal", {"command": "pytest -x"}),
+            call("c2", "read_file", {"path": "a.py"}),
+        ],
+    )
+    db.message(
+        "s1", "tool", '{"output": "1 failed", "exit_code": 1}', tool_call_id="c1", tool_name="terminal"
+    )
+    db.message("s2", "assistant", "Sunny.")
+    db.message("s1", "tool", '{"content": "x = 1"}', tool_call_id="c2", tool_name="read_file")
+    db.message("s1", "assistant", "Fixed.")
+
+
+@pytest.mark.parametrize("schema", ["early", "late"])
+def test_reads_sessions_in_order_with_calls_paired(hermes_db: HermesDB, schema: str) -> None:
+    hermes_db.create(schema)
+    fill_basic(hermes_db)
+    sessions, report = read(hermes_db.source)
+    assert [s.id for s in sessions] == ["s1", "s2", "s3"]
+    s1, s2, s3 = sessions
+    assert [m.role for m in s1.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    calls = s1.messages[1].tool_calls
+    assert [(c.id, c.name, dict(c.arguments), c.raw_arguments) for c in calls] == [
+        ("c1", "terminal", {"command": "pytest -x"}, None),
+        ("c2", "read_file", {"path": "a.py"}, None),
+    ]
+    assert (s1.messages[2].tool_call_id, s1.messages[2].name) == ("c1", "terminal")
+    assert s1.messages[2].content == '{"output": "1 failed", "exit_code": 1}'
+    assert s1.source == "cli" and s1.model == "anthropic/claude-sonnet-4.5" and s1.end_reason == "completed"
+    assert s1.started_at == 1_767_225_600.0 and s1.ended_at == 1.8e9
+    assert s1.messages[0].timestamp == 1_767_225_601.0
+    assert (s2.source, s2.parent_id, s2.end_reason) == ("telegram", "s1", "user_exit")
+    assert [m.content for m in s2.messages] == ["What is the weather?", "Sunny."]
+    assert s3.messages == () and s3.source == "discord"
+    assert report.as_dict() == {
+        "sessions": 3,
+        "messages": 7,
+        "tool_calls": 2,
+        "tool_results": 2,
+        "skipped": {},
+    }
+
+
+def test_compaction_reads_only_active_rows(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    hermes_db.session("s1")
+    hermes_db.message("s1", "user", "long task")
+    old_call = hermes_db.message("s1", "assistant", None, tool_calls=[call("old", "terminal", {})], active=0)
+    hermes_db.message("s1", "tool", "old result", tool_call_id="old", active=0, compacted=1)
+    hermes_db.message("s1", "user", "[CONTEXT COMPACTION] summary of earlier turns")
+    hermes_db.message("s1", "assistant", None, tool_calls=[call("new", "terminal", {"command": "ls"})])
+    hermes_db.message("s1", "tool", "a.txt", tool_call_id="new")
+    assert old_call == 2
+    (session,), report = read(hermes_db.source)
+    assert [m.content for m in session.messages] == [
+        "long task",
+        "[CONTEXT COMPACTION] summary of earlier turns",
+        None,
+        "a.txt",
+    ]
+    assert [c.id for m in session.messages for c in m.tool_calls] == ["new"]
+    assert report.skipped == {}
+
+
+def test_multimodal_sentinel_contents_decode(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    hermes_db.session("s1")
+    parts = [
+        {"type": "text", "text": "What is in this screenshot?"},
+        {"type": "image_url", "image_url": {"url": "data:x"}},
+    ]
+    # PostgreSQL text cannot hold NUL, which is why the "\x01json:" marker exists.
+    first = "\x00json:" if hermes_db.backend == "sqlite" else "\x01json:"
+    hermes_db.message("s1", "user", first + orjson.dumps(parts).decode())
+    hermes_db.message(
+        "s1", "assistant", "\x01json:" + orjson.dumps([{"type": "text", "text": "A login form."}]).decode()
+    )
+    hermes_db.message("s1", "user", "\x01json:{broken")
+    (session,), _ = read(hermes_db.source)
+    assert [m.content for m in session.messages] == [
+        "What is in this screenshot?\n[image]",
+        "A login form.",
+        "{broken",
+    ]
+
+
+def test_bad_rows_are_counted_and_skipped(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    hermes_db.session("s1")
+    hermes_db.message("s1", "user", "go")
+    hermes_db.message("s1", "tool", "result of nothing", tool_call_id="never-called")
+    hermes_db.message("s1", "tool", "result without id")
+    hermes_db.message("s1", "wizard", "an unknown role")
+    hermes_db.message("s1", "assistant", "broken calls", tool_calls="[{not json")
+    hermes_db.message("s1", "assistant", None, tool_calls=[{"id": "n", "type": "function", "function": {}}])
+    hermes_db.message("s1", "assistant", None, tool_calls=[call("r", "terminal", "ls -la; not json")])
+    hermes_db.message("s1", "tool", "ok", tool_call_id="r")
+    hermes_db.message("ghost", "user", "a message whose session row is missing")
+    hermes_db.message("ghost", "assistant", "another")
+    (session,), report = read(hermes_db.source)
+    assert [m.role for m in session.messages] == ["user", "assistant", "assistant", "assistant", "tool"]
+    raw = session.messages[3].tool_calls[0]
+    assert (raw.name, dict(raw.arguments), raw.raw_arguments) == ("terminal", {}, "ls -la; not json")
+    assert session.messages[1].tool_calls == () and session.messages[1].content == "broken calls"
+    assert dict(report.skipped) == {
+        "orphan_tool_result": 2,
+        "unknown_role": 1,
+        "malformed_tool_calls": 1,
+        "tool_call_without_name": 1,
+        "message_without_session": 2,
+    }
+    assert report.messages == 5 and report.tool_calls == 1
+
+
+def test_calls_without_ids_get_stable_synthetic_ids(hermes_db: HermesDB) -> None:
+    hermes_db.create("early")
+    hermes_db.session("s1")
+    hermes_db.message(
+        "s1", "assistant", None, tool_calls=[{"function": {"name": "memory", "arguments": "{}"}}]
+    )
+    first, _ = read(hermes_db.source)
+    second, _ = read(hermes_db.source)
+    assert first[0].messages[0].tool_calls[0].id == second[0].messages[0].tool_calls[0].id == "s1:1:0"
+
+
+def test_detects_hermes(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    assert detect_format(hermes_db.source) == "hermes"
+
+
+def test_not_a_hermes_database_is_one_clear_error(hermes_db: HermesDB) -> None:
+    hermes_db.conn.execute("CREATE TABLE unrelated (x INTEGER)")
+    with pytest.raises(SourceError, match="no messages table"):
+        iter_sessions(hermes_db.source)
+
+
+# ------------------------------------------------------------------------------- SQLite only
+
+
+def test_hermes_home_directory_means_its_state_db(tmp_path: Path) -> None:
+    db = HermesDB("sqlite", str(tmp_path / "state.db")).create("late")
+    fill_basic(db)
+    db.close()
+    sessions, _ = read(str(tmp_path))
+    assert len(sessions) == 3
+
+
+def test_rows_with_bytes_that_are_not_utf8_are_skipped(tmp_path: Path) -> None:
+    db = HermesDB("sqlite", str(tmp_path / "state.db")).create("late")
+    db.session("s1")
+    db.message("s1", "user", "before")
+    db.conn.execute(
+        "INSERT INTO messages (id, session_id, role, content, timestamp) VALUES (99, 's1', 'assistant', "
+        "CAST(X'48E9FF6C6C6F' AS TEXT), 1.0)"
+    )
+    db.conn.execute(
+        "INSERT INTO messages (id, session_id, role, content, timestamp) VALUES (100, 's1', 'user', 'after', 2.0)"
+    )
+    db.close()
+    (session,), report = read(str(tmp_path / "state.db"))
+    assert [m.content for m in session.messages] == ["before", "after"]
+    assert report.skipped == {"invalid_utf8": 1}
+
+
+def test_reading_never_blocks_a_hermes_writer_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = HermesDB("sqlite", str(path)).create("late")
+    db.conn.execute("PRAGMA journal_mode=WAL")
+    fill_basic(db)
+    stream = iter_sessions(str(path))
+    first = next(stream)  # the read is now mid-stream, holding its snapshot
+    writer = sqlite3.connect(path, timeout=0.5, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s9', 'cli', 1.0)")
+    writer.execute("COMMIT")
+    writer.close()
+    rest = list(stream)
+    assert first.id == "s1" and [s.id for s in rest] == ["s2", "s3"]
+    db.close()
+
+
+def test_locked_database_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "state.db"
+    db = HermesDB("sqlite", str(path)).create("early")
+    db.session("s1")
+    db.conn.execute("BEGIN EXCLUSIVE")  # rollback-journal mode: an exclusive lock shuts readers out
+    db.conn.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s2', 'cli', 1.0)")
+    monkeypatch.setenv("KINDLING_BUSY_TIMEOUT_MS", "100")
+    try:
+        with pytest.raises(SourceError, match=r"locked by another process \(waited 0.1s\)") as info:
+            iter_sessions(str(path))
+        assert info.value.path == str(path)
+    finally:
+        db.conn.execute("ROLLBACK")
+        db.close()
+
+
+def test_corrupt_and_foreign_files_are_one_clear_error(tmp_path: Path) -> None:
+    fake = tmp_path / "state.db"
+    fake.write_bytes(b"SQLite format 3\x00" + b"\xde\xad" * 600)
+    with pytest.raises(SourceError, match="not a valid SQLite database"):
+        iter_sessions(str(fake), "hermes")
+    missing = tmp_path / "nope.db"
+    with pytest.raises(SourceError, match="no such file"):
+        iter_sessions(str(missing))
+
+
+def test_corruption_found_midway_keeps_what_was_read(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = HermesDB("sqlite", str(path)).create("early")
+    db.conn.execute("PRAGMA page_size=1024")
+    for index in range(300):
+        db.session(f"s{index:04d}")
+        db.message(f"s{index:04d}", "user", "x" * 900)
+    db.close()
+    data = bytearray(path.read_bytes())
+    # Smash pages near the end of the file (message data), leaving the schema pages intact.
+    for offset in range(len(data) - 40 * 1024, len(data) - 20 * 1024):
+        data[offset] = 0xFF
+    path.write_bytes(bytes(data))
+    report = ReadReport()
+    seen: list[str] = []
+    with pytest.raises(SourceError, match="Cannot finish reading"):
+        for session in iter_sessions(str(path), report=report):
+            seen.append(session.id)
+    assert report.skipped["database_error"] == 1
+    assert len(seen) == report.sessions
+
+
+def test_reads_concurrently_from_threads(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = HermesDB("sqlite", str(path)).create("late")
+    fill_basic(db)
+    db.close()
+    counts: list[int] = []
+
+    def worker() -> None:
+        counts.append(sum(len(s.messages) for s in iter_sessions(str(path))))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counts == [7, 7, 7, 7]
+
+
+# -------------------------------------------------------------------------- PostgreSQL only
+
+
+@pytest.mark.postgres
+def test_postgres_boolean_active_and_jsonb_calls(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL)"
+        )
+        conn.execute(
+            "CREATE TABLE messages (id BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, "
+            "content TEXT, tool_call_id TEXT, tool_calls JSONB, tool_name TEXT, timestamp DOUBLE PRECISION, "
+            "active BOOLEAN NOT NULL DEFAULT TRUE)"
+        )
+        conn.execute("INSERT INTO sessions VALUES ('b', 'cli', '2026-01-01T00:00:00Z'), ('A', 'cli', now())")
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, tool_calls, active) VALUES "
+            "('b', 'assistant', NULL, %s, TRUE), ('b', 'tool', 'gone', NULL, FALSE)",
+            (orjson.dumps([call("c", "terminal", {"command": "ls"})]).decode(),),
+        )
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, tool_call_id) VALUES ('b', 'tool', 'ok', 'c')"
+        )
+    sessions, report = read(pg_url)
+    # Byte order ("A" < "b"), whatever the server's collation.
+    assert [s.id for s in sessions] == ["A", "b"]
+    assert sessions[1].started_at == 1_767_225_600.0
+    assert [m.content for m in sessions[1].messages] == [None, "ok"]
+    assert sessions[1].messages[0].tool_calls[0].arguments == {"command": "ls"}
+    assert report.skipped == {}
+
+
+@pytest.mark.postgres
+def test_postgres_unreachable_is_one_clear_error() -> None:
+    with pytest.raises(SourceError, match=r"Cannot open postgresql://postgres@127.0.0.1:1/x"):
+        iter_sessions("postgresql://postgres@127.0.0.1:1/x")
