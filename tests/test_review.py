@@ -28,7 +28,9 @@ from kindling.review.prompts import HERMES_PROMPT_PREFIX, review_prompt
 from kindling.sessions import generate_sample_db, iter_sessions
 
 SYSTEM_PROMPT = "You are Hermes.  \n\tTools: terminal, memory.\n§ ünïcödé — keep it byte for byte ✓\n"
-SKILL = "---\nname: release-notes\ndescription: Write release notes from merged PRs.\n---\n1. List merged PRs.\n"
+SKILL = (
+    "---\nname: release-notes\ndescription: Write release notes from merged PRs.\n---\n1. List merged PRs.\n"
+)
 PRIOR_MEMORY_RESULT = json.dumps(
     {"success": True, "message": "Entry added.", "target": "memory", "usage": "1% — 9/2,200 chars"}
 )
@@ -73,7 +75,9 @@ def test_review_inherits_prompt_and_history_denies_terminal_and_writes_files(fak
             ("memory", {"action": "add", "target": "user", "content": "Ada prefers uv over pip."}, "r_mem"),
         ),
         tool_call("skill_manage", {"action": "create", "name": "release-notes", "content": SKILL}, "r_skill"),
-        tool_call("memory", {"action": "add", "target": "user", "content": "Ada prefers uv over pip."}, "r_dup"),
+        tool_call(
+            "memory", {"action": "add", "target": "user", "content": "Ada prefers uv over pip."}, "r_dup"
+        ),
         text("Saved the preference and a skill."),
     ]
     ran: list[dict[str, Any]] = []
@@ -100,7 +104,7 @@ def test_review_inherits_prompt_and_history_denies_terminal_and_writes_files(fak
         prompt = body["messages"][len(snapshot)]
         assert prompt["role"] == "user" and prompt["content"] == review_prompt(memory=True, skills=True)
         assert not prompt["content"].startswith(HERMES_PROMPT_PREFIX)
-        assert [t["function"]["name"] for t in body["tools"]][0] == "terminal"  # parent's tool list kept
+        assert body["tools"][0]["function"]["name"] == "terminal"  # the parent's tool list is kept
     raw = next(r for r in fake_openai.requests if r["path"].endswith("/chat/completions"))
     assert {k.lower(): v for k, v in raw["headers"].items()}["authorization"] == "Bearer sk-parent"
 
@@ -135,7 +139,11 @@ def test_review_inherits_prompt_and_history_denies_terminal_and_writes_files(fak
 def test_system_prompt_argument_is_put_first_when_snapshot_has_none(fake_openai: FakeOpenAI) -> None:
     snapshot = _snapshot()[1:]
     handle = spawn_review(
-        snapshot, _runtime(fake_openai), system_prompt=SYSTEM_PROMPT, review_skills=False, executor=ReviewExecutor()
+        snapshot,
+        _runtime(fake_openai),
+        system_prompt=SYSTEM_PROMPT,
+        review_skills=False,
+        executor=ReviewExecutor(),
     )
     outcome = handle.join(timeout=20)
     assert outcome is not None and outcome.ok and outcome.actions == []
@@ -148,7 +156,9 @@ def test_system_prompt_argument_is_put_first_when_snapshot_has_none(fake_openai:
 
 def _turn_with_review(server: FakeOpenAI, heard: list[str], **runtime: Any) -> tuple[str, Any]:
     """A caller's turn: spawn a review, then finish the turn's own work."""
-    handle = spawn_review(_snapshot(), _runtime(server, **runtime), callback=heard.append, executor=ReviewExecutor())
+    handle = spawn_review(
+        _snapshot(), _runtime(server, **runtime), callback=heard.append, executor=ReviewExecutor()
+    )
     reply = "Here is your answer."  # the caller's own output, produced while the review runs
     return reply, handle
 
@@ -210,14 +220,21 @@ def test_tool_that_raises_ends_the_review_as_a_failure(fake_openai: FakeOpenAI, 
     assert answered[-2:] == ["c1", "c2"]  # every call answered, the protocol stays valid
 
 
-def test_callback_that_raises_is_logged_not_raised(fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
-    fake_openai.script = [tool_call("memory", {"action": "add", "target": "memory", "content": "fact"}), text("ok")]
+def test_callback_that_raises_is_logged_not_raised(
+    fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_openai.script = [
+        tool_call("memory", {"action": "add", "target": "memory", "content": "fact"}),
+        text("ok"),
+    ]
 
     def bad_callback(line: str) -> None:
         raise RuntimeError("chat is down")
 
     with caplog.at_level(logging.ERROR, logger="kindling.review.loop"):
-        handle = spawn_review(_snapshot(), _runtime(fake_openai), callback=bad_callback, executor=ReviewExecutor())
+        handle = spawn_review(
+            _snapshot(), _runtime(fake_openai), callback=bad_callback, executor=ReviewExecutor()
+        )
         outcome = handle.join(timeout=20)
     assert outcome is not None and outcome.actions == ["Memory updated"]
     assert any("callback" in r.getMessage() for r in caplog.records)
@@ -248,7 +265,10 @@ def test_two_reviews_writing_the_same_memory_file_lose_no_entry(fake_openai: Fak
             server.script = [
                 tool_calls(
                     *[
-                        ("memory", {"action": "add", "target": "memory", "content": f"review {name} fact {i}"})
+                        (
+                            "memory",
+                            {"action": "add", "target": "memory", "content": f"review {name} fact {i}"},
+                        )
                         for i in range(8)
                     ]
                 ),
@@ -267,12 +287,18 @@ def test_two_reviews_writing_the_same_memory_file_lose_no_entry(fake_openai: Fak
     assert sorted(entries) == sorted(f"review {n} fact {i}" for n in "ab" for i in range(8))
 
 
+CALLS = [("n1", "memory"), ("n2", "skill_manage"), ("n3", "memory"), ("n4", "memory")]
+CALLS += [("n5", "skill_manage"), ("n6", "skill_view"), ("n7", "memory")]
+
+
 def test_summary_skips_inherited_results_dedupes_and_keeps_order() -> None:
     old_skill = json.dumps({"success": True, "message": "Skill 'old-skill' created."})
     prior = [
         {
             "role": "assistant",
-            "tool_calls": [{"id": "old", "type": "function", "function": {"name": "memory", "arguments": "{}"}}],
+            "tool_calls": [
+                {"id": "old", "type": "function", "function": {"name": "memory", "arguments": "{}"}}
+            ],
         },
         {"role": "tool", "tool_call_id": "old", "content": PRIOR_MEMORY_RESULT},
         {"role": "tool", "name": "skill_manage", "content": old_skill},
@@ -283,13 +309,15 @@ def test_summary_skips_inherited_results_dedupes_and_keeps_order() -> None:
         {
             "role": "assistant",
             "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": "{}"}}
-                for i, n in [("n1", "memory"), ("n2", "skill_manage"), ("n3", "memory"), ("n4", "memory")]
-                + [("n5", "skill_manage"), ("n6", "skill_view"), ("n7", "memory")]
+                {"id": i, "type": "function", "function": {"name": n, "arguments": "{}"}} for i, n in CALLS
             ],
         },
         {"role": "tool", "tool_call_id": "n1", "content": added_user},
-        {"role": "tool", "tool_call_id": "n2", "content": json.dumps({"success": True, "message": "Skill 'x' patched."})},
+        {
+            "role": "tool",
+            "tool_call_id": "n2",
+            "content": json.dumps({"success": True, "message": "Skill 'x' patched."}),
+        },
         {"role": "tool", "tool_call_id": "n3", "content": added_user},
         {"role": "tool", "tool_call_id": "n4", "content": json.dumps({"success": False, "error": "nope"})},
         {"role": "tool", "tool_call_id": "n5", "content": "not json"},
@@ -297,14 +325,21 @@ def test_summary_skips_inherited_results_dedupes_and_keeps_order() -> None:
         {
             "role": "tool",
             "tool_call_id": "n7",
-            "content": json.dumps({"success": True, "message": "Entry already exists (no duplicate added).", "target": "memory"}),
+            "content": json.dumps(
+                {"success": True, "message": "Entry already exists (no duplicate added).", "target": "memory"}
+            ),
         },
         # Same content as an id-less inherited result: skipped by content.
         {"role": "tool", "name": "skill_manage", "content": old_skill},
         {"role": "tool", "tool_call_id": "old", "content": added_user},  # inherited id: skipped
     ]
     assert summarize_actions(review, prior) == ["User profile updated", "Skill 'x' patched"]
-    assert summarize_actions(review, []) == ["Memory updated", "Skill 'old-skill' created", "User profile updated", "Skill 'x' patched"]
+    assert summarize_actions(review, []) == [
+        "Memory updated",
+        "Skill 'old-skill' created",
+        "User profile updated",
+        "Skill 'x' patched",
+    ]
 
 
 def test_triggers_count_turns_and_tool_iterations_and_reset() -> None:
@@ -318,7 +353,9 @@ def test_triggers_count_turns_and_tool_iterations_and_reset() -> None:
     triggers.observe([{"role": "user", "content": "c"}, {"role": "user", "content": "d"}, call, call, call])
     triggers.observe([{"role": "assistant", "tool_calls": [{"id": "2", "function": {"name": "memory"}}]}])
     assert triggers.due().memory is False and triggers.due().skills is True  # the agent kept memory itself
-    triggers.observe([{"role": "assistant", "tool_calls": [{"id": "3", "function": {"name": "skill_manage"}}]}])
+    triggers.observe(
+        [{"role": "assistant", "tool_calls": [{"id": "3", "function": {"name": "skill_manage"}}]}]
+    )
     assert not triggers.due()
     assert not ReviewTriggers(memory_interval=0, skill_interval=0, user_turns=99, tool_iterations=99).due()
 
@@ -333,7 +370,8 @@ def test_review_prompts_are_our_own() -> None:
 
 def test_review_session_reads_a_stored_session(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     db = generate_sample_db(tmp_path / "state.db", sessions=4)
-    session = list(iter_sessions(db))[0]
+    sessions = list(iter_sessions(db))  # read to the end: the reader closes its connections
+    session = sessions[0]
     fake_openai.script = [
         tool_call("memory", {"action": "add", "target": "memory", "content": "Sample fact."}, "rs_1"),
         text("Saved."),
@@ -368,7 +406,11 @@ def test_session_messages_repairs_the_tool_protocol() -> None:
         messages=(
             Message("user", "hi"),
             Message("tool", "orphan", tool_call_id="ghost"),
-            Message("assistant", None, tool_calls=(ToolCall("c1", "read_file", {"path": "a"}), ToolCall("c2", "x", {}, "{bad"))),
+            Message(
+                "assistant",
+                None,
+                tool_calls=(ToolCall("c1", "read_file", {"path": "a"}), ToolCall("c2", "x", {}, "{bad")),
+            ),
             Message("tool", "contents", tool_call_id="c1"),
             Message("assistant", "done"),
         ),
@@ -388,4 +430,6 @@ def test_spawn_returns_before_the_review_finishes(fake_openai: FakeOpenAI) -> No
     started.set()
     assert not handle.done()  # the request is still in flight on the review's thread
     outcome = handle.join(timeout=10)
-    assert outcome is not None and outcome.ok and outcome.summary == "Self-improvement review: nothing to save"
+    assert (
+        outcome is not None and outcome.ok and outcome.summary == "Self-improvement review: nothing to save"
+    )
