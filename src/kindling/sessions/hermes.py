@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def _read_sqlite(
         _close_all(connections)
 
 
-def _stream(conn: sqlite3.Connection, sql: str, report: ReadReport) -> Iterator[Any]:
+def _stream(conn: sqlite3.Connection, sql: str, report: ReadReport) -> Generator[Any, None, None]:
     """Yield the rows of ``sql``; rows holding bytes that are not UTF-8 are counted and skipped."""
     cursor = conn.execute(sql)
     try:
@@ -285,7 +285,7 @@ def _read_postgres(
     message_sql = f'SELECT {message_select} FROM messages{where} ORDER BY session_id COLLATE "C", {order}'
     session_sql = f'SELECT {session_select} FROM sessions ORDER BY id COLLATE "C"'
 
-    def rows(name: str, sql: str) -> Iterator[Any]:
+    def rows(name: str, sql: str) -> Generator[Any, None, None]:
         with conn.cursor(name=name) as cursor:
             cursor.itersize = _FETCH_SIZE
             cursor.execute(sql)
