@@ -153,6 +153,8 @@ def test_make_job_defaults_and_validation() -> None:
         make_job("n", "prompt", "whenever", prompt="x")
     with pytest.raises(InvalidNameError):
         make_job("build", "build-template", "every 1d", args={"template": "../escape"})
+    with pytest.raises(ConfigError, match="Unknown job setting"):
+        make_job("n", "prompt", "every 5m", prompt="x", promt="typo")
     with pytest.raises(ConfigError, match="context_length"):
         make_job("n", "prompt", "every 5m", prompt="x", context_length=0)
 
@@ -185,6 +187,16 @@ def test_json_store_keeps_malformed_entries_and_reports_them(tmp_path: Path) -> 
     kept = json.loads(path.read_text(encoding="utf-8"))["jobs"]
     assert len(kept) == 4
     assert {"name": "no-kind"} in kept and 42 in kept
+
+
+def test_json_store_keeps_unknown_keys_of_readable_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.json"
+    entry = {**_prompt_job("good").to_dict(), "owner": "ops-team"}
+    path.write_text(json.dumps({"jobs": [entry]}), encoding="utf-8")
+    store = JsonJobStore(path)
+    store.update("good", {"enabled": False})
+    [kept] = json.loads(path.read_text(encoding="utf-8"))["jobs"]
+    assert kept["owner"] == "ops-team" and kept["enabled"] is False
 
 
 def test_json_store_refuses_to_touch_a_corrupt_file(tmp_path: Path) -> None:

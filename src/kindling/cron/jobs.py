@@ -99,7 +99,8 @@ class Repeat(BaseModel):
 class Job(BaseModel):
     """One scheduled job. ``args`` holds kind-specific settings (see docs/cron.md)."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Unknown keys in a hand-edited file are kept and written back, never dropped.
+    model_config = ConfigDict(extra="allow")
 
     id: str = Field(default_factory=new_job_id)
     name: str
@@ -564,6 +565,9 @@ def make_job(
         raise ConfigError(f"Job kind {kind!r} is not one of {', '.join(JOB_KINDS)}.")
     validate_name(name, "job name")
     parsed = parse_schedule(schedule, now=now)
+    unknown = sorted(set(fields) - set(Job.model_fields))
+    if unknown:
+        raise ConfigError(f"Unknown job setting(s): {', '.join(unknown)}.")
     args = dict(fields.pop("args", None) or {})
     if kind == "prompt" and not str(fields.get("prompt") or "").strip():
         raise ConfigError("A prompt job needs a prompt.")
