@@ -103,8 +103,11 @@ def _read_document(path: Path, report: ReadReport) -> Any:
             return None
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        report.skip(_bad_line_reason(data if data.endswith(b"\n") else data + b"\n"))
+    except orjson.JSONDecodeError as exc:
+        if "end of data" in str(exc):
+            report.skip("truncated_file")
+        else:
+            report.skip(_bad_line_reason(data + b"\n"))
         return None
 
 
