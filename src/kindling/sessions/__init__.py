@@ -9,7 +9,13 @@ Hermes-style database for trying everything without Hermes.
 from __future__ import annotations
 
 from kindling.sessions.model import ROLES, Message, ReadReport, Role, Session, ToolCall
-from kindling.sessions.sample import default_sample_path, generate_sample_db, is_sample_db, sample_info
+from kindling.sessions.sample import (
+    default_sample_path,
+    generate_sample_db,
+    is_sample_db,
+    sample_info,
+    sample_task_types,
+)
 from kindling.sessions.sources import (
     FORMATS,
     detect_format,
@@ -35,5 +41,6 @@ __all__ = [
     "iter_sessions",
     "resolve_source",
     "sample_info",
+    "sample_task_types",
     "summarize_source",
 ]

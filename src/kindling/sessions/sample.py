@@ -82,6 +82,7 @@ CREATE TABLE messages (
     compacted INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE kindling_sample (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE kindling_sample_tasks (session_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, length TEXT NOT NULL);
 """
 _INDEXES = """
 CREATE INDEX idx_sessions_source ON sessions(source);
@@ -369,6 +370,22 @@ def sample_info(path: str | Path) -> dict[str, str] | None:
     return info if "version" in info else None
 
 
+def sample_task_types(path: str | Path) -> dict[str, tuple[str, str]]:
+    """Return ``{session_id: (task_type, length_class)}``, the ground truth a sample was generated
+    from (for evaluating task-type classifiers). Raises StoreError when ``path`` is not a sample."""
+    if sample_info(path) is None:
+        raise StoreError(f"{path} is not a kindling sample database.", path=path)
+    uri = f"file:{urllib.parse.quote(str(Path(path).expanduser().resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        rows = conn.execute("SELECT session_id, task_type, length FROM kindling_sample_tasks").fetchall()
+    except sqlite3.Error as exc:
+        raise StoreError(f"Cannot read {path}: {exc}.", path=path) from exc
+    finally:
+        conn.close()
+    return {str(sid): (str(task), str(length)) for sid, task, length in rows}
+
+
 def is_sample_db(path: str | Path) -> bool:
     """True when ``path`` is a database this module generated (it has the ``kindling_sample`` mark)."""
     return sample_info(path) is not None
@@ -440,6 +457,9 @@ def _build(path: Path, *, sessions: int, seed: int) -> None:
                 "input_tokens, output_tokens, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 writer.session_row(),
             )
+            conn.execute(
+                "INSERT INTO kindling_sample_tasks VALUES (?, ?, ?)", (plan.id, plan.task_type, plan.length)
+            )
             for row in plan.rows:
                 batch.append((next_id, *row))
                 next_id += 1
@@ -475,9 +495,9 @@ def _plan_sessions(rng: random.Random, count: int) -> list[_Plan]:
         clock += rng.uniform(600, 9 * 3600)
         roll = rng.random()
         if roll < 0.42:
-            length, target = "short", rng.randint(4, 19)
+            length, target = "short", rng.randint(4, 16)
         elif roll < 0.80:
-            length, target = "mid", rng.randint(20, 99)
+            length, target = "mid", rng.randint(22, 92)
         else:
             length, target = "marathon", rng.randint(100, 500)
         stamp = _stamp(clock)
@@ -600,6 +620,8 @@ class _SessionWriter:
     def _turn(self) -> None:
         rng, plan = self.rng, self.plan
         rounds = 1 + min(int(rng.expovariate(0.7)), 6)
+        # Stay near the planned length so a session ends in the length class it was planned for.
+        rounds = max(1, min(rounds, (plan.target - len(plan.rows)) // 3))
         for _ in range(rounds):
             parallel = 1 if rng.random() < 0.85 else rng.randint(2, 3)
             calls = []
