@@ -1,0 +1,103 @@
+"""``kindling confirm`` through Typer's CliRunner: tokens, whitelist, audit, path, status, serve --help."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kindling.cli.main import app
+from kindling.confirm.store import ConfirmationStore
+from test_confirm_support import DaemonProcess
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["confirm", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_path_follows_home_and_db(isolated_homes: Path) -> None:
+    code, out, _ = invoke("path")
+    assert code == 0 and out.strip() == str(isolated_homes / "kindling" / "confirm.db")
+    code, out, _ = invoke("path", "--db", "postgresql://u:secret@127.0.0.1/x")
+    assert code == 0 and "secret" not in out and "postgresql" in out
+
+
+def test_tokens_whitelist_audit_and_status(isolated_homes: Path) -> None:
+    code, out, err = invoke("token", "create", "--role", "approver", "--name", "alice")
+    assert code == 0 and out.strip().startswith("kct_") and "only this once" in err
+    raw = out.strip()
+    store = ConfirmationStore(isolated_homes / "kindling" / "confirm.db")
+    assert store.authenticate(raw) is not None
+    code, out, _ = invoke("token", "create", "--role", "agent", "--name", "bot", "--json")
+    assert code == 0 and json.loads(out)["role"] == "agent"
+    code, _, err = invoke("token", "create", "--role", "agent", "--name", "bot")
+    assert code == 1 and "already exists" in err
+    code, _, err = invoke("token", "create", "--role", "wizard", "--name", "x")
+    assert code == 2 and "Role" in err
+    code, out, _ = invoke("token", "list", "--json")
+    assert {t["name"] for t in json.loads(out)} == {"alice", "bot"} and "kct_" not in out
+    assert invoke("token", "revoke", "alice")[0] == 0
+    assert store.authenticate(raw) is None
+    assert invoke("token", "revoke", "alice")[0] == 1
+
+    code, out, _ = invoke("whitelist", "add", "read_*", "--session", "s1")
+    assert code == 0 and "Rule 1" in out
+    code, _, err = invoke("whitelist", "add", "rotate_keys")
+    assert code == 2 and "high-risk" in err
+    code, out, _ = invoke("whitelist", "list", "--json")
+    assert json.loads(out)[0]["session_key"] == "s1"
+    assert invoke("whitelist", "remove", "1")[0] == 0
+    assert invoke("whitelist", "remove", "1")[0] == 1
+
+    code, out, _ = invoke("audit", "list", "--json", "--limit", "3")
+    events = json.loads(out)
+    assert code == 0 and len(events) == 3 and events[0]["event"] == "whitelist_removed"
+    code, out, _ = invoke("audit", "verify")
+    assert code == 0 and "intact" in out
+    code, out, _ = invoke("status", "--json")
+    status = json.loads(out)
+    assert status["tokens"] == 1 and status["audit_events"] == 5 and status["requests"]["pending"] == 0
+    assert invoke("status")[0] == 0
+
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER confirm_audit_no_update")
+        conn.exec_driver_sql("UPDATE confirm_audit SET actor = 'mallory' WHERE seq = 2")
+    code, out, err = invoke("audit", "verify", "--json")
+    assert code == 1 and json.loads(out)["bad_seq"] == 2
+    store.close()
+
+
+def test_help_texts() -> None:
+    for args in (
+        ["--help"],
+        ["serve", "--help"],
+        ["token", "create", "--help"],
+        ["audit", "verify", "--help"],
+    ):
+        code, out, _ = invoke(*args)
+        assert code == 0 and len(out) > 100, args
+
+
+def test_first_serve_prints_an_admin_token_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "first.db")
+    daemon = DaemonProcess(db).start()
+    daemon.stop()
+    log = daemon.log()
+    assert "admin token" in log and "/ui/login#token=" in log
+    store = ConfirmationStore(db)
+    tokens = store.list_tokens()
+    assert [(t.name, t.role) for t in tokens] == [("admin", "admin")]
+    # Any later start finds a token and creates nothing (the command prints only what this returns).
+    assert store.bootstrap_admin() is None
+    store.close()
+
+
+@pytest.mark.parametrize("bad", ["../x", "a b", ""])
+def test_bad_token_names_are_refused(bad: str) -> None:
+    code, _, err = invoke("token", "create", "--role", "agent", "--name", bad)
+    assert code == 2 and "not allowed" in err
