@@ -352,3 +352,13 @@ def test_two_ticks_started_together_run_each_job_once_with_postgres_state(
         _two_ticks_run_each_job_once(store, fake_openai, "--db", pg_url)
     finally:
         store.engine.dispose()
+
+
+def test_unknown_context_window_runs_anyway_with_a_note(store: JsonJobStore, fake_openai: FakeOpenAI) -> None:
+    fake_openai.models = [{"id": "homebrew-7b", "object": "model"}]
+    job = _add_prompt_job(store, fake_openai, model="homebrew-7b")
+    [run] = tick(store, now=LATER).runs
+    assert run.status == "ok"
+    assert any("unknown" in w for w in run.warnings)
+    assert len(fake_openai.chat_requests()) == 1
+    assert "unknown" in _outputs(job)[0].read_text(encoding="utf-8")
