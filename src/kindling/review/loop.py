@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ _MEMORY_MESSAGES = frozenset({"Entry added.", "Entry replaced.", "Entry removed.
 _TARGET_LABELS = {"memory": "Memory updated", "user": "User profile updated"}
 
 Callback = Callable[[str], None]
+_Work = Callable[[threading.Event], "ReviewOutcome"]
 
 
 # -- triggers ------------------------------------------------------------------------------
@@ -291,7 +293,6 @@ class ReviewHandle:
         self._cancel = threading.Event()
         self._done = threading.Event()
         self._outcome: ReviewOutcome | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def outcome(self) -> ReviewOutcome | None:
@@ -316,21 +317,30 @@ class ReviewHandle:
         self._done.wait(timeout)
         return self._outcome
 
-    def _execute(self, work: Callable[[threading.Event], ReviewOutcome], callback: Callback | None) -> None:
+    def _execute(self, work: _Work, callback: Callback | None) -> None:
         try:
-            outcome = work(self._cancel)
+            if self._cancel.is_set():
+                outcome = ReviewOutcome(
+                    failure_summary("cancelled before it started."), error="Run cancelled."
+                )
+                outcome.cancelled = True
+            else:
+                outcome = work(self._cancel)
         except Exception as exc:  # the caller's turn must never see a review's failure
             logger.exception("Background review %s crashed.", self.key)
             error = f"{type(exc).__name__}: {exc}"
             outcome = ReviewOutcome(failure_summary(error), error=error)
         self._outcome = outcome
-        if outcome.error:
+        if outcome.cancelled:
+            logger.info("Background review %s was cancelled.", self.key)
+        elif outcome.error:
             logger.error("Background review %s failed: %s", self.key, outcome.error)
         else:
             logger.info("Background review %s: %s", self.key, outcome.summary)
         try:
-            # A clean review that changed nothing stays out of the user's chat; it is logged above.
-            if callback is not None and (outcome.error or outcome.actions):
+            # A clean review that changed nothing, or one the caller cancelled on purpose, stays
+            # out of the user's chat; both are logged above. Failures and changes are announced.
+            if callback is not None and not outcome.cancelled and (outcome.error or outcome.actions):
                 callback(outcome.summary)
         except Exception:
             logger.exception("The callback of background review %s raised.", self.key)
@@ -339,45 +349,68 @@ class ReviewHandle:
 
 
 class ReviewExecutor:
-    """Runs reviews on their own threads, one live review per key.
+    """Runs reviews on a small pool of daemon worker threads, one live review per key.
 
-    Submitting a review under a key whose previous review is still running cancels the older
-    one: the newer snapshot supersedes it, so a busy conversation never queues stale reviews.
+    Submitting only puts the review on a queue: the worker threads are long-lived, so the
+    caller's turn never waits for a thread to start (that wait, and the GIL hand-over after
+    it, is what made thread-per-review cost about a millisecond). A new worker is started only
+    when none is idle and the pool is below ``max_workers``; otherwise reviews wait their turn.
+
+    Submitting under a key whose previous review has not finished cancels the older one: the
+    newer snapshot supersedes it, so a busy conversation never runs stale reviews.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_workers: int = 2) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1.")
+        self.max_workers = max_workers
         self._lock = threading.Lock()
         self._handles: dict[str, ReviewHandle] = {}
+        self._queue: queue.SimpleQueue[tuple[ReviewHandle, _Work, Callback | None]] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._idle = 0
 
-    def submit(
-        self, key: str, work: Callable[[threading.Event], ReviewOutcome], callback: Callback | None = None
-    ) -> ReviewHandle:
-        """Start ``work(cancel_event)`` on a daemon thread and return its handle."""
+    def submit(self, key: str, work: _Work, callback: Callback | None = None) -> ReviewHandle:
+        """Queue ``work(cancel_event)`` for a worker thread and return its handle at once."""
         handle = ReviewHandle(key)
-        thread = threading.Thread(
-            target=handle._execute, args=(work, callback), name=f"kindling-review-{key}", daemon=True
-        )
-        handle._thread = thread
         with self._lock:
             previous = self._handles.get(key)
             if previous is not None and not previous.done():
                 previous.cancel()
+            self._handles = {k: h for k, h in self._handles.items() if not h.done()}
             self._handles[key] = handle
-        thread.start()
+            start_worker = self._idle == 0 and len(self._workers) < self.max_workers
+            if start_worker:
+                worker = threading.Thread(
+                    target=self._work_loop, name=f"kindling-review-{len(self._workers)}", daemon=True
+                )
+                self._workers.append(worker)
+            else:
+                self._idle -= 1  # claimed now, so a second submit does not count the same idle worker
+        self._queue.put((handle, work, callback))
+        if start_worker:
+            worker.start()
         return handle
 
+    def _work_loop(self) -> None:
+        while True:
+            handle, work, callback = self._queue.get()
+            handle._execute(work, callback)
+            with self._lock:
+                self._idle += 1
+
     def running(self) -> list[ReviewHandle]:
-        """Return the handles of reviews that have not finished."""
+        """Return the handles of reviews that have not finished (queued or running)."""
         with self._lock:
             return [h for h in self._handles.values() if not h.done()]
 
     def cancel_all(self) -> None:
-        """Ask every running review to stop."""
+        """Ask every queued or running review to stop."""
         for handle in self.running():
             handle.cancel()
 
     def join_all(self, timeout: float | None = None) -> bool:
-        """Wait for every running review; return True when all have finished in time."""
+        """Wait for every queued or running review; return True when all finished in time."""
         for handle in self.running():
             handle.join(timeout)
         return not self.running()
