@@ -107,6 +107,11 @@ class OutcomeClassifier:
         self.rules = tuple(rules)
         self._outcomes: dict[tuple[OutcomeStatus, str], Outcome] = {}
         self._by_tool: dict[str, _ToolRules] = {}
+        # The outcomes every result can get without a rule firing, built once: this runs per result.
+        self._flag_failed = self._outcome(OutcomeStatus.FAILED, "error_flag")
+        self._flag_clear = self._outcome(OutcomeStatus.OK, "error_flag_clear")
+        self._empty = self._outcome(OutcomeStatus.UNKNOWN, "empty_result")
+        self._no_signal = self._outcome(OutcomeStatus.OK, "no_failure_signal")
 
     def _outcome(self, status: OutcomeStatus, rule: str) -> Outcome:
         # Outcome is frozen, so one instance per (status, rule) is shared by every result.
@@ -145,32 +150,34 @@ class OutcomeClassifier:
     def classify(self, tool_name: str, content: str | None, error_flag: bool | None = None) -> Outcome:
         """Return the outcome of one tool result (see the module docstring for the order)."""
         if error_flag is not None:
-            if error_flag:
-                return self._outcome(OutcomeStatus.FAILED, "error_flag")
-            return self._outcome(OutcomeStatus.OK, "error_flag_clear")
+            return self._flag_failed if error_flag else self._flag_clear
         if not content or content.isspace():
-            return self._outcome(OutcomeStatus.UNKNOWN, "empty_result")
-        rules = self._rules_for(tool_name)
-        head = content.lstrip()[:1]
+            return self._empty
+        rules = self._by_tool.get(tool_name)
+        if rules is None:
+            rules = self._rules_for(tool_name)
+        head = content[0]
+        if head.isspace():
+            head = content.lstrip()[:1]
         if head == "{" or head == "[":
             try:
                 parsed = orjson.loads(content)
             except orjson.JSONDecodeError:
                 parsed = None
-            if isinstance(parsed, dict):
+            if type(parsed) is dict:
                 for outcome, field, test, expected in rules.json_rules:
                     if field in parsed and _json_fires(test, parsed[field], expected):
                         return outcome
-                return self._outcome(OutcomeStatus.OK, "no_failure_signal")
-            if isinstance(parsed, list):
-                return self._outcome(OutcomeStatus.OK, "no_failure_signal")
+                return self._no_signal
+            if type(parsed) is list:
+                return self._no_signal
         for check in rules.start:
             if check.regex.match(content):
                 return check.outcome
         for check in rules.anywhere:
             if (check.literal in content) if check.literal is not None else check.regex.search(content):
                 return check.outcome
-        return self._outcome(OutcomeStatus.OK, "no_failure_signal")
+        return self._no_signal
 
 
 _default: tuple[MiningConfig, OutcomeClassifier] | None = None

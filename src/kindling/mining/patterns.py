@@ -31,6 +31,9 @@ DEFAULT_RESULT_CHARS = 2000
 DEFAULT_CONTEXT_CHARS = 1000
 
 _OK = OutcomeStatus.OK
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+# An open call: the call, its message index, the request before it, and its (cohort, tool) tally.
+_Pending = tuple[ToolCall, int, str, list[int]]
 _FAILED = OutcomeStatus.FAILED
 
 
@@ -58,7 +61,7 @@ def canonical_arguments(call: ToolCall) -> bytes:
     if call.raw_arguments is not None and not call.arguments:
         return b"raw:" + " ".join(call.raw_arguments.split()).encode("utf-8")
     args = call.arguments if isinstance(call.arguments, dict) else dict(call.arguments)
-    return orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=_jsonable)
+    return orjson.dumps(args, option=_SORTED, default=_jsonable)
 
 
 @dataclass
@@ -151,6 +154,9 @@ def mine(
     # key -> [count, last_seen, sequence, result, context, session_id, source, position, tool, raw]
     kept: dict[tuple[str, bytes], list[Any]] = {}
     mined = 0
+    unanswered = 0
+    dumps = orjson.dumps
+    classify_calls = tasks.classify_calls
 
     for sequence, session in enumerate(sessions):
         if max_sessions == 0 and want_examples:
@@ -173,7 +179,7 @@ def mine(
                 mined += 1
         recency = session.started_at
 
-        pending: dict[str, tuple[ToolCall, int, str]] = {}
+        pending: dict[str, _Pending] = {}
         answered: set[str] = set()
         foreign: set[str] = set()
         names: list[str] = []
@@ -191,19 +197,15 @@ def mine(
                             continue
                         skipped["duplicate_result" if call_id in answered else "result_without_call"] += 1
                         continue
-                call, call_position, call_request = entry
+                call, call_position, call_request, counts = entry
                 answered.add(call.id)
-                outcome = classify(call.name, message.content, message.error)
-                counts = tally[(cohort, call.name)]
+                content = message.content
+                status = classify(call.name, content, message.error).status
                 counts[1] += 1
-                status = outcome.status
                 if status is _FAILED:
                     counts[2] += 1
-                    stats.results_failed += 1
                 elif status is not _OK:
                     counts[3] += 1
-                    stats.results_unknown += 1
-                stats.results_paired += 1
                 if not eligible:
                     continue
                 if call.name in trivial:
@@ -212,34 +214,39 @@ def mine(
                 if status is not _OK:
                     filtered["outcome_failed" if status is _FAILED else "outcome_unknown"] += 1
                     continue
-                key = (call.name, canonical_arguments(call))
+                args = call.arguments
+                if type(args) is dict and args:
+                    canonical = dumps(args, option=_SORTED, default=_jsonable)
+                else:
+                    canonical = canonical_arguments(call)
+                key = (call.name, canonical)
                 slot = kept.get(key)
-                if slot is None:
-                    kept[key] = [
-                        1,
-                        recency,
-                        sequence,
-                        truncate(message.content or "", result_chars),
-                        truncate(call_request, context_chars),
-                        session.id,
-                        session.source,
-                        call_position,
-                        call.raw_arguments if not call.arguments else None,
-                    ]
-                    continue
-                slot[0] += 1
-                if recency is None or slot[1] is None or recency >= slot[1]:
+                if slot is not None:
+                    slot[0] += 1
+                    if recency is not None and slot[1] is not None and recency < slot[1]:
+                        continue
                     # The newest occurrence speaks for the group: its result and request are current.
-                    slot[1:] = [
-                        recency if recency is not None else slot[1],
-                        sequence,
-                        truncate(message.content or "", result_chars),
-                        truncate(call_request, context_chars),
-                        session.id,
-                        session.source,
-                        call_position,
-                        call.raw_arguments if not call.arguments else None,
-                    ]
+                    recency_kept = slot[1] if recency is None else recency
+                    count = slot[0]
+                else:
+                    recency_kept = recency
+                    count = 1
+                result_text = content or ""
+                if len(result_text) > result_chars:
+                    result_text = truncate(result_text, result_chars)
+                if len(call_request) > context_chars:
+                    call_request = truncate(call_request, context_chars)
+                kept[key] = [
+                    count,
+                    recency_kept,
+                    sequence,
+                    result_text,
+                    call_request,
+                    session.id,
+                    session.source,
+                    call_position,
+                    call.raw_arguments if not args else None,
+                ]
             elif role == "user":
                 if message.content:
                     request = message.content
@@ -255,20 +262,26 @@ def mine(
                     if call.id in pending or call.id in answered:
                         skipped["duplicate_call_id"] += 1
                         continue
-                    pending[call.id] = (call, position, request)
-                    names.append(call.name)
-                    found = tally.get((cohort, call.name))
+                    name = call.name
+                    found = tally.get((cohort, name))
                     if found is None:
-                        found = tally[(cohort, call.name)] = [0, 0, 0, 0]
+                        found = tally[(cohort, name)] = [0, 0, 0, 0]
                     found[0] += 1
-        stats.calls_unanswered += len(pending)
-        stats.task_types[tasks.classify_calls(names).value if names else NO_TOOLS] += 1
+                    pending[call.id] = (call, position, request, found)
+                    names.append(name)
+        unanswered += len(pending)
+        stats.task_types[classify_calls(names).value if names else NO_TOOLS] += 1
         if max_sessions is not None and mined >= max_sessions and want_examples:
             break
 
+    stats.calls_unanswered = unanswered
+    for counts in tally.values():
+        stats.tool_calls += counts[0]
+        stats.results_paired += counts[1]
+        stats.results_failed += counts[2]
+        stats.results_unknown += counts[3]
     if report is not None:
         stats.merge_report(report)
-    stats.tool_calls = sum(counts[0] for counts in tally.values())
     ranked = sorted(
         kept.items(),
         key=lambda kv: (-kv[1][0], -(kv[1][1] if kv[1][1] is not None else float("-inf")), -kv[1][2]),
@@ -300,9 +313,7 @@ def _filter_reason(
     return None
 
 
-def _pair_without_id(
-    pending: dict[str, tuple[ToolCall, int, str]], name: str | None
-) -> tuple[ToolCall, int, str] | None:
+def _pair_without_id(pending: dict[str, _Pending], name: str | None) -> _Pending | None:
     # A result with no id answers the oldest open call of its tool (or the oldest open call).
     for call_id, entry in pending.items():
         if name is None or entry[0].name == name:

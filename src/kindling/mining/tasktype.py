@@ -81,16 +81,17 @@ class TaskClassifier:
         Calls to tools in no family (memory, clarify, ...) say nothing about the task and are not
         counted. No classified call at all, or no dominant family, is ``mixed``.
         """
-        counts: Counter[str] = Counter()
+        cache = self._family_cache
+        counts: dict[str, int] = {}
         for name in tool_names:
-            family = self.family_of(name)
+            family = cache[name] if name in cache else self.family_of(name)
             if family is not None:
-                counts[family] += 1
+                counts[family] = counts.get(family, 0) + 1
         total = sum(counts.values())
         if total == 0:
             return TaskType.MIXED
-        family, top = counts.most_common(1)[0]
-        return TaskType(family) if top > self.threshold * total else TaskType.MIXED
+        family = max(counts, key=counts.__getitem__)
+        return TaskType(family) if counts[family] > self.threshold * total else TaskType.MIXED
 
     def score_text(self, text: str) -> dict[TaskType, int]:
         """Return how many keyword hits each family has in ``text``."""

@@ -1,0 +1,210 @@
+"""Benchmark: kindling's full mining against a plain SQL pass over the same Hermes-style database.
+
+For two database sizes (generated with ``generate_sample_db`` and cached under build/bench/), each
+measurement runs in its own subprocess so its peak memory (ru_maxrss) is its own:
+
+* baseline - one plain ``SELECT`` over ``messages``, ``orjson.loads`` of every ``tool_calls``,
+  and pairing each result with its call by id (the least any miner must do);
+* reader   - ``iter_sessions`` alone (the sessions reader building canonical sessions);
+* mining   - ``mine(iter_sessions(...))``: reader + outcomes + contexts + de-duplication + stats.
+
+It prints messages/second for each, the mining/baseline ratio (target >= 0.5x) and peak memory,
+plus the task-text classifier's accuracy on the first database. ``--quick`` uses small sizes and
+finishes in seconds (a test runs it so the script cannot rot).
+
+    .venv/bin/python bench/mining.py            # ~355k and ~710k messages
+    .venv/bin/python bench/mining.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "build" / "bench"
+FULL_SIZES = (4000, 8000)  # sessions: ~355k and ~710k messages
+QUICK_SIZES = (60, 120)
+SEED = 7
+
+
+def sample_db(sessions: int, cache: Path = CACHE) -> Path:
+    """Return a cached generated database of ``sessions`` sessions, generating it on first use."""
+    from kindling.sessions.sample import SAMPLE_VERSION, generate_sample_db
+
+    path = cache / f"hermes-v{SAMPLE_VERSION}-s{sessions}-seed{SEED}.db"
+    if not path.exists():
+        generate_sample_db(path, sessions=sessions, seed=SEED)
+    return path
+
+
+def run_baseline(path: Path) -> dict[str, Any]:
+    """One plain SELECT, JSON parsing of tool_calls, pairing by id: the floor for any miner."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    messages = paired = 0
+    pending: dict[str, str] = {}
+    current = None
+    rows = conn.execute(
+        "SELECT session_id, role, content, tool_call_id, tool_calls FROM messages "
+        "WHERE active = 1 ORDER BY session_id, id"
+    )
+    for session_id, role, _content, tool_call_id, tool_calls in rows:
+        messages += 1
+        if session_id != current:
+            current = session_id
+            pending.clear()
+        if tool_calls:
+            for call in orjson.loads(tool_calls):
+                pending[call["id"]] = call["function"]["name"]
+        elif role == "tool" and pending.pop(tool_call_id, None) is not None:
+            paired += 1
+    conn.close()
+    return {"messages": messages, "paired": paired}
+
+
+def run_reader(path: Path) -> dict[str, Any]:
+    """Read every session through kindling's reader and do nothing else."""
+    from kindling.sessions import iter_sessions
+
+    messages = 0
+    for session in iter_sessions(path):
+        messages += len(session.messages)
+    return {"messages": messages}
+
+
+def run_mining(path: Path) -> dict[str, Any]:
+    """kindling's full mining: reader, pairing, outcomes, contexts, de-duplication, stats."""
+    from kindling.mining import mine
+    from kindling.sessions import iter_sessions
+    from kindling.sessions.model import ReadReport
+
+    report = ReadReport()
+    result = mine(iter_sessions(path, report=report), report=report)
+    return {
+        "messages": result.stats.messages,
+        "paired": result.stats.results_paired,
+        "distinct": result.distinct,
+        "examples": len(result.examples),
+    }
+
+
+def run_mine_only(path: Path) -> dict[str, Any]:
+    """``mine`` alone over sessions already in memory: mining's own cost without the reader's."""
+    from kindling.mining import mine
+    from kindling.sessions import iter_sessions
+
+    sessions = list(iter_sessions(path))
+    start = time.perf_counter()
+    result = mine(sessions)
+    return {"messages": result.stats.messages, "timed_seconds": time.perf_counter() - start}
+
+
+WORKERS = {"baseline": run_baseline, "reader": run_reader, "mining": run_mining, "mine_only": run_mine_only}
+
+
+def worker(kind: str, path: Path) -> None:
+    """Run one measurement in this process and print its figures as JSON."""
+    # Imports are not part of the measurement, and every kind pays the same memory for them.
+    import kindling.mining
+    import kindling.sessions.hermes  # noqa: F401
+
+    start = time.perf_counter()
+    figures = WORKERS[kind](path)
+    figures["seconds"] = figures.pop("timed_seconds", time.perf_counter() - start)
+    # ru_maxrss is in KiB on Linux.
+    figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(figures))
+
+
+def measure(kind: str, path: Path, repeats: int) -> dict[str, Any]:
+    """Run ``kind`` on ``path`` in ``repeats`` fresh subprocesses; keep the fastest run."""
+    best: dict[str, Any] | None = None
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, __file__, "--worker", kind, "--db", str(path)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        figures = json.loads(out.strip().splitlines()[-1])
+        if best is None or figures["seconds"] < best["seconds"]:
+            best = figures
+    assert best is not None
+    return best
+
+
+def text_accuracy(path: Path) -> tuple[float | None, int]:
+    """Return the task-text classifier's accuracy against the tool-call type, and sessions judged."""
+    from kindling.mining import measure_text_accuracy
+    from kindling.sessions import iter_sessions
+
+    result = measure_text_accuracy(iter_sessions(path))
+    return result.accuracy, result.total
+
+
+def main() -> None:
+    """Parse arguments, run the measurements and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small databases; runs in a few seconds")
+    parser.add_argument("--repeats", type=int, default=None, help="runs per measurement (fastest kept)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where generated databases are kept")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.db)
+        return
+
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    repeats = args.repeats or (1 if args.quick else 2)
+    print(f"kindling mining benchmark ({'quick' if args.quick else 'full'}; fastest of {repeats})")
+    for sessions in sizes:
+        path = sample_db(sessions, args.cache)
+        base = measure("baseline", path, repeats)
+        reader = measure("reader", path, repeats)
+        mining = measure("mining", path, repeats)
+        mine_only = measure("mine_only", path, repeats)
+        messages = mining["messages"]
+        if base["messages"] != messages or base["paired"] != mining["paired"]:
+            print(
+                f"  warning: baseline saw {base['messages']} messages/{base['paired']} pairs, "
+                f"mining {messages}/{mining['paired']}"
+            )
+        rate = {
+            name: fig["messages"] / fig["seconds"]
+            for name, fig in (
+                ("baseline", base),
+                ("reader", reader),
+                ("mining", mining),
+                ("mine_only", mine_only),
+            )
+        }
+        print(f"\n{sessions} sessions, {messages:,} messages ({path.name})")
+        for name, fig in (("baseline", base), ("reader", reader), ("mining", mining)):
+            print(
+                f"  {name:<9} {rate[name]:>12,.0f} msg/s  {fig['seconds']:7.2f} s  peak {fig['peak_rss_mb']:7.1f} MB"
+            )
+        print(f"  ratio mining/baseline: {rate['mining'] / rate['baseline']:.2f}x (target >= 0.5x)")
+        print(f"  ratio reader/baseline: {rate['reader'] / rate['baseline']:.2f}x")
+        print(
+            f"  ratio mine() alone (sessions in memory)/baseline: {rate['mine_only'] / rate['baseline']:.2f}x"
+        )
+        print(f"  mining share spent in the reader: {reader['seconds'] / mining['seconds']:.0%}")
+        print(f"  distinct examples kept: {mining['distinct']:,} (returned {mining['examples']})")
+        print(f"  peak memory above the reader alone: {mining['peak_rss_mb'] - reader['peak_rss_mb']:.1f} MB")
+    accuracy, judged = text_accuracy(sample_db(sizes[0], args.cache))
+    if accuracy is not None:
+        print(f"\ntask-text classification accuracy vs tool-call type: {accuracy:.1%} of {judged} sessions")
+
+
+if __name__ == "__main__":
+    main()
