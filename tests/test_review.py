@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -425,11 +424,33 @@ def test_session_messages_repairs_the_tool_protocol() -> None:
 
 def test_spawn_returns_before_the_review_finishes(fake_openai: FakeOpenAI) -> None:
     fake_openai.script = [{"fault": "delay", "seconds": 0.5}, text("Nothing to save.")]
-    started = threading.Event()
     handle = spawn_review(_snapshot(), _runtime(fake_openai), executor=ReviewExecutor())
-    started.set()
     assert not handle.done()  # the request is still in flight on the review's thread
     outcome = handle.join(timeout=10)
     assert (
         outcome is not None and outcome.ok and outcome.summary == "Self-improvement review: nothing to save"
     )
+
+
+def test_pool_queues_beyond_max_workers_and_cancels_queued_reviews(fake_openai: FakeOpenAI) -> None:
+    with pytest.raises(ValueError):
+        ReviewExecutor(max_workers=0)
+    fake_openai.script = [{"fault": "delay", "seconds": 0.4}, text("Nothing to save.")]
+    executor = ReviewExecutor(max_workers=1)
+    heard: list[str] = []
+    first = spawn_review(
+        _snapshot(), _runtime(fake_openai), key="a", callback=heard.append, executor=executor
+    )
+    queued = spawn_review(
+        _snapshot(), _runtime(fake_openai), key="b", callback=heard.append, executor=executor
+    )
+    assert len(executor.running()) == 2
+    queued.cancel()
+    assert queued.join(timeout=10) is not None and first.join(timeout=10) is not None
+    assert first.outcome is not None and first.outcome.ok
+    assert (
+        queued.outcome is not None and queued.outcome.cancelled and queued.outcome.error == "Run cancelled."
+    )
+    assert len(fake_openai.chat_requests()) == 1  # the cancelled review never reached the endpoint
+    assert heard == []  # nothing changed and the cancellation was the caller's own doing
+    assert executor.join_all(timeout=5) and executor.running() == []
