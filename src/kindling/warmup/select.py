@@ -1,9 +1,11 @@
 """Choose what to warm a new session with: the template, then its examples, under a token budget.
 
 Examples are ranked by BM25 relevance (``bm25s``) of their request context, tool name and
-arguments to the task text; the ranking is then made diverse (no tool repeats while another
-relevant tool is still unused); finally examples are taken in that order while they fit the token
-budget, each result truncated to a per-example share. A template is chosen by the task text's
+arguments to the task text, plus the relevance of the past session they came from; the ranking is
+then made diverse (no tool repeats while another relevant tool is still unused, and one example of
+each remaining tool comes before any repeat, since tasks use tools their text does not name);
+finally examples are taken in that order while they fit the token budget, each result truncated to
+a per-example share. ``bench/selection.py`` measures this against the prototypes' rules. A template is chosen by the task text's
 task type, then by tags named in the task, then least-used first (the prototypes' rule).
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,66 +47,11 @@ _SMALLEST_EXAMPLE = 16  # three messages' overhead plus a few tokens: below this
 _GIVE_UP_AFTER = 64  # consecutive candidates that did not fit before the fill stops looking
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "do",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "please",
-        "so",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "this",
-        "to",
-        "up",
-        "us",
-        "was",
-        "we",
-        "what",
-        "when",
-        "where",
-        "which",
-        "with",
-        "you",
-        "your",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "use",
-        "using",
-        "run",
-    ]
+    "a an and are as at be but by do for from has have how i if in into is it its me my of on or "  # noqa: SIM905
+    "our please so that the their then there these this to up us was we what when where which "
+    "with you your can could would should will use using run".split()
 )
+SESSION_WEIGHT = 1.0  # how much the source session's relevance adds to an example's own
 _ARG_CHARS = 300  # argument text indexed per example: enough for paths, queries and commands
 
 
@@ -122,26 +69,69 @@ def _document(example: Example) -> list[str]:
 
 
 class ExampleIndex:
-    """A BM25 index over a list of examples (built once per template version, then cached)."""
+    """BM25 indexes over a list of examples (built once per template version, then cached).
 
-    def __init__(self, examples: Sequence[Example]) -> None:
-        import bm25s
+    Two indexes: one over each example (its request, tool and arguments) and one over each source
+    session (every example mined from it, pooled). A request like "great, keep going" says little
+    alone; the session it came from says what the whole task was about.
+    """
 
+    def __init__(self, examples: Sequence[Example], *, session_weight: float = SESSION_WEIGHT) -> None:
         self.examples = list(examples)
-        docs = [_document(e) or ["__empty__"] for e in self.examples]
-        self._bm25: Any = None
-        if docs:
-            self._bm25 = bm25s.BM25()
-            self._bm25.index(docs, show_progress=False)
+        self.session_weight = session_weight
+        docs = [_document(e) for e in self.examples]
+        groups: dict[str, int] = {}
+        self._group_of = np.fromiter(
+            (groups.setdefault(e.session_id or f"#{i}", len(groups)) for i, e in enumerate(self.examples)),
+            dtype=np.int64,
+            count=len(self.examples),
+        )
+        pooled: list[list[str]] = [[] for _ in groups]
+        for i, doc in enumerate(docs):
+            pooled[int(self._group_of[i])].extend(doc)
+        self._examples_bm25 = _bm25(docs)
+        self._sessions_bm25 = _bm25(pooled) if session_weight else None
+        # Per-example arrays the ranking needs on every call, computed once.
+        tool_ids: dict[str, int] = {}
+        self.tool_ids = np.fromiter(
+            (tool_ids.setdefault(e.tool_name, len(tool_ids)) for e in self.examples),
+            dtype=np.int64,
+            count=len(self.examples),
+        )
+        self.log_counts = np.fromiter(
+            (math.log1p(max(e.count, 1)) for e in self.examples), dtype=np.float64, count=len(self.examples)
+        )
+        self.failed = np.fromiter(
+            (e.outcome is OutcomeStatus.FAILED for e in self.examples), dtype=bool, count=len(self.examples)
+        )
 
     def scores(self, task: str) -> np.ndarray:
-        """Return one BM25 score per example for ``task`` (all zero when nothing matches)."""
-        if self._bm25 is None:
-            return np.zeros(0, dtype=np.float32)
-        ids = self._bm25.get_tokens_ids(tokenize(task))
-        if not ids:
-            return np.zeros(len(self.examples), dtype=np.float32)
-        return np.asarray(self._bm25.get_scores_from_ids(ids), dtype=np.float32)
+        """Return one relevance score per example for ``task`` (all zero when nothing matches)."""
+        query = tokenize(task)
+        scores = _scores(self._examples_bm25, query, len(self.examples))
+        if self._sessions_bm25 is not None and len(self.examples):
+            per_session = _scores(self._sessions_bm25, query, int(self._group_of.max()) + 1)
+            scores = scores + self.session_weight * per_session[self._group_of]
+        return scores
+
+
+def _bm25(docs: list[list[str]]) -> Any:
+    if not docs:
+        return None
+    import bm25s
+
+    index = bm25s.BM25()
+    index.index([doc or ["__empty__"] for doc in docs], show_progress=False)
+    return index
+
+
+def _scores(index: Any, query: list[str], size: int) -> np.ndarray:
+    if index is None:
+        return np.zeros(size, dtype=np.float32)
+    ids = index.get_tokens_ids(query)
+    if not ids:
+        return np.zeros(size, dtype=np.float32)
+    return np.asarray(index.get_scores_from_ids(ids), dtype=np.float32)
 
 
 _INDEX_CACHE: OrderedDict[tuple[Any, ...], ExampleIndex] = OrderedDict()
@@ -162,20 +152,20 @@ def index_for(template: Template) -> ExampleIndex:
     return index
 
 
-def _round_robin(order: list[int], examples: Sequence[Example]) -> list[int]:
-    # Group by tool keeping each group's order; tools ordered by their best member's position.
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i in order:
-        groups[examples[i].tool_name].append(i)
-    queues = list(groups.values())
-    result: list[int] = []
-    depth = 0
-    while len(result) < len(order):
-        for queue in queues:
-            if depth < len(queue):
-                result.append(queue[depth])
-        depth += 1
-    return result
+def _round_robin(order: np.ndarray, tools: np.ndarray) -> np.ndarray:
+    """Reorder ``order`` so each round takes one example per tool, tools by first appearance."""
+    if not len(order):
+        return order
+    t = tools[order]
+    by_tool = np.argsort(t, kind="stable")
+    sorted_tools = t[by_tool]
+    starts = np.flatnonzero(np.r_[True, sorted_tools[1:] != sorted_tools[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(t)]))
+    depth = np.empty(len(t), dtype=np.int64)
+    depth[by_tool] = np.arange(len(t)) - group_start
+    first_pos = np.empty(int(tools.max()) + 1, dtype=np.int64)
+    first_pos[t[depth == 0]] = np.flatnonzero(depth == 0)
+    return order[np.lexsort((first_pos[t], depth))]
 
 
 def rank_examples(
@@ -185,25 +175,37 @@ def rank_examples(
     index: ExampleIndex | None = None,
     include_failed: bool = False,
 ) -> list[int]:
-    """Return example indices, best first: relevant ones (diverse across tools), then the rest.
+    """Return example indices, best first.
 
-    Relevance is BM25 of the task text against each example's context, tool and arguments; ties
-    and irrelevant examples go by how often the call was seen. Failed examples are left out
-    unless ``include_failed``.
+    Order: the best example of each relevant tool; then the most frequent example of each tool
+    not yet covered; then the remaining relevant examples round-robin over tools; then the rest.
+    Relevance is BM25 of the task text against each example (context, tool, arguments) and its
+    source session; ties and irrelevant examples go by how often the call was seen. Failed
+    examples are left out unless ``include_failed``.
     """
     if not examples:
         return []
-    scores = (index or ExampleIndex(examples)).scores(task)
-    counts = np.fromiter(
-        (math.log1p(max(e.count, 1)) for e in examples), dtype=np.float64, count=len(examples)
-    )
-    usable = [i for i, e in enumerate(examples) if include_failed or e.outcome is not OutcomeStatus.FAILED]
-    relevant = [i for i in usable if scores[i] > 0]
-    rest = [i for i in usable if scores[i] <= 0]
-    # A tiny frequency prior breaks BM25 ties without overriding relevance.
-    relevant.sort(key=lambda i: (-(float(scores[i]) + 1e-3 * counts[i]), i))
-    rest.sort(key=lambda i: (-counts[i], i))
-    return _round_robin(relevant, examples) + _round_robin(rest, examples)
+    if index is None or len(index.examples) != len(examples):
+        index = ExampleIndex(examples)
+    scores = index.scores(task).astype(np.float64)
+    tools, counts = index.tool_ids, index.log_counts
+    usable = np.ones(len(examples), dtype=bool) if include_failed else ~index.failed
+    relevant = np.flatnonzero(usable & (scores > 0))
+    rest = np.flatnonzero(usable & (scores <= 0))
+    # A tiny frequency prior breaks BM25 ties without overriding relevance; index breaks the rest.
+    relevant = relevant[np.lexsort((relevant, -(scores[relevant] + 1e-3 * counts[relevant])))]
+    rest = rest[np.lexsort((rest, -counts[rest]))]
+    ranked = _round_robin(relevant, tools)
+    rest_ranked = _round_robin(rest, tools)
+    relevant_tools = np.unique(tools[relevant])
+    # After one example of every relevant tool, one of every other tool (most frequent first)
+    # comes before any relevant tool repeats: tasks use tools their text does not name.
+    _, first_of_tool = np.unique(tools[rest_ranked], return_index=True)
+    newcomers = rest_ranked[np.sort(first_of_tool)]
+    newcomers = newcomers[~np.isin(tools[newcomers], relevant_tools)]
+    leftover = rest_ranked[~np.isin(rest_ranked, newcomers)]
+    first_round = len(relevant_tools)
+    return np.concatenate((ranked[:first_round], newcomers, ranked[first_round:], leftover)).tolist()
 
 
 @dataclass

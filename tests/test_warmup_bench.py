@@ -1,0 +1,36 @@
+"""The warm-up benchmarks run (``--quick``) and print their figures, so the scripts cannot rot."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run_bench(name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / name), "--quick"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_selection_bench_prints_recall_for_every_rule() -> None:
+    out = run_bench("selection.py")
+    for rule in ("kindling", "first-N", "most-frequent", "one-per-tool"):
+        match = re.search(rf"{rule}\s+mean tool recall (\d\.\d+)", out)
+        assert match, out
+        assert 0.0 <= float(match.group(1)) <= 1.0
+    assert re.search(r"kindling / first-N: \d+\.\d+x tool recall", out), out
+
+
+def test_warmup_bench_prints_median_and_ratio() -> None:
+    out = run_bench("warmup.py")
+    warm = re.search(r"choose \+ build \+ inject: median (\d+\.\d+) ms", out)
+    dump = re.search(r"json\.dumps of the output: median (\d+\.\d+) ms", out)
+    assert warm and dump, out
+    assert float(warm.group(1)) > 0
+    assert re.search(r"ratio \(warm-up / json\.dumps\): \d+\.\d+x", out), out
