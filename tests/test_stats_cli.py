@@ -132,3 +132,43 @@ def test_help_explains_the_command() -> None:
     result = CliRunner().invoke(app, ["stats", "--help"])
     assert result.exit_code == 0
     assert "Wilson" in result.stdout and "--by-tool" in result.stdout and "--plot" in result.stdout
+
+
+def _copy_to_postgres(sqlite_path: Path, url: str) -> None:
+    """Copy the sample's sessions and messages tables into PostgreSQL, as Hermes on PostgreSQL has them."""
+    import psycopg
+
+    types = {"TEXT": "TEXT", "INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}
+    with sqlite3.connect(sqlite_path) as source, psycopg.connect(url) as target:
+        for table in ("sessions", "messages"):
+            columns = [
+                (row[1], types.get(str(row[2]).upper(), "TEXT"))
+                for row in source.execute(f"PRAGMA table_info({table})")
+            ]
+            target.execute(f"CREATE TABLE {table} ({', '.join(f'{name} {kind}' for name, kind in columns)})")
+            names = ", ".join(name for name, _ in columns)
+            with target.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in source.execute(f"SELECT {names} FROM {table}"):
+                    # PostgreSQL text cannot hold NUL: the sample's few multimodal "\x00json:" contents
+                    # lose their marker, which changes no count compared below.
+                    copy.write_row([v.replace("\x00", "") if isinstance(v, str) else v for v in row])
+
+
+@pytest.mark.postgres
+def test_stats_on_postgresql_matches_sqlite(sample_db: Path, pg_url: str) -> None:
+    _copy_to_postgres(sample_db, pg_url)
+    from_sqlite = orjson.loads(CliRunner().invoke(app, ["stats", str(sample_db), "--json"]).stdout)
+    result = CliRunner().invoke(app, ["stats", pg_url, "--json"])
+    assert result.exit_code == 0, result.output
+    from_pg = orjson.loads(result.stdout)
+    assert from_pg["sessions"] == from_sqlite["sessions"] > 0
+    for key in (
+        "messages",
+        "tool_calls",
+        "results_paired",
+        "results_failed",
+        "tools",
+        "cohorts",
+        "task_types",
+    ):
+        assert from_pg[key] == from_sqlite[key], key
