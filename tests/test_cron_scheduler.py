@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -172,6 +173,18 @@ def test_one_failing_job_does_not_stop_the_others(store: JsonJobStore, fake_open
     assert "400" in _outputs(broken)[0].read_text(encoding="utf-8")
 
 
+def test_errors_are_delivered_too_so_failures_are_not_silent(
+    store: JsonJobStore, fake_openai: FakeOpenAI, receiver: Receiver
+) -> None:
+    fake_openai.script = [{"fault": "status", "status": 401}]
+    _add_prompt_job(store, fake_openai, deliver=receiver.url, context_length=100_000, args={"max_retries": 0})
+    [run] = tick(store, now=LATER).runs
+    assert run.status == "error" and run.delivered
+    [post] = receiver.posts
+    assert "(error)" in post["body"]["title"]
+    assert "401" in post["body"]["message"]
+
+
 def test_failed_delivery_keeps_the_output_and_warns(
     store: JsonJobStore, fake_openai: FakeOpenAI, receiver: Receiver
 ) -> None:
@@ -254,6 +267,30 @@ def test_status_summarises_the_store(store: JsonJobStore, fake_openai: FakeOpenA
     assert status["tick_running"] is False
 
 
+def test_daemon_process_stops_cleanly_on_sigterm(store: JsonJobStore) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kindling", "cron", "daemon", "--interval", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not JsonJobStore().path.with_name("jobs.json.tick.lock").exists():
+            assert time.monotonic() < deadline, "the daemon never ticked"
+            assert proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "ticking" in err
+
+
 def test_daemon_ticks_until_told_to_stop(store: JsonJobStore, fake_openai: FakeOpenAI) -> None:
     job = _add_prompt_job(store, fake_openai, context_length=100_000)
     store.update(job.id, {"next_run_at": datetime.now(timezone.utc) - timedelta(minutes=1)})
@@ -285,16 +322,14 @@ def _tick_process(*extra: str) -> subprocess.Popen[str]:
     )
 
 
-def test_a_job_that_kills_its_process_mid_run_is_not_rerun_for_the_same_slot(
-    store: JsonJobStore, fake_openai: FakeOpenAI
-) -> None:
-    fake_openai.script = [{"fault": "delay", "seconds": 30}, text("too late")]
-    job = _add_prompt_job(store, fake_openai, context_length=100_000)
+def _crash_mid_run_then_tick(store: JobStore, fake: FakeOpenAI, *extra: str) -> None:
+    fake.script = [{"fault": "delay", "seconds": 30}, text("too late")]
+    job = _add_prompt_job(store, fake, context_length=100_000)
     slot = _make_due(store, job)
-    proc = _tick_process()
+    proc = _tick_process(*extra)
     try:
         deadline = time.monotonic() + 30
-        while not fake_openai.chat_requests():
+        while not fake.chat_requests():
             assert time.monotonic() < deadline, "the tick never reached the model"
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.05)
@@ -306,12 +341,35 @@ def test_a_job_that_kills_its_process_mid_run_is_not_rerun_for_the_same_slot(
     assert crashed.next_run_at is not None and crashed.next_run_at > slot  # advanced before running
     assert crashed.repeat.completed == 1
     assert crashed.last_status is None  # never finished
-    fake_openai.script = []
-    result = tick(store)  # the next tick: the lock died with the process, the slot stays used
+    fake.script = []
+    # The next tick: the lock died with the process (the server may take a moment to notice the
+    # dropped PostgreSQL connection), and the slot stays used.
+    deadline = time.monotonic() + 10
+    result = tick(store)
+    while result.locked and time.monotonic() < deadline:
+        time.sleep(0.1)
+        result = tick(store)
     assert not result.locked
     assert result.runs == []
-    assert len(fake_openai.chat_requests()) == 1
+    assert len(fake.chat_requests()) == 1
     assert _outputs(job) == []
+
+
+def test_a_job_that_kills_its_process_mid_run_is_not_rerun_for_the_same_slot(
+    store: JsonJobStore, fake_openai: FakeOpenAI
+) -> None:
+    _crash_mid_run_then_tick(store, fake_openai)
+
+
+@pytest.mark.postgres
+def test_a_crash_mid_run_with_postgres_state_releases_the_lock_and_keeps_the_slot(
+    pg_url: str, fake_openai: FakeOpenAI
+) -> None:
+    store = SqlJobStore(pg_url)
+    try:
+        _crash_mid_run_then_tick(store, fake_openai, "--db", pg_url)
+    finally:
+        store.engine.dispose()
 
 
 def _two_ticks_run_each_job_once(store: JobStore, fake: FakeOpenAI, *extra: str) -> None:
