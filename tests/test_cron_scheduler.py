@@ -254,6 +254,22 @@ def test_unknown_kind_in_a_hand_edited_file_is_reported_not_fatal(
     assert any("weird" in reason for reason in result.unreadable)
 
 
+def test_a_hand_broken_schedule_is_reported_once_and_the_job_disabled(
+    store: JsonJobStore, fake_openai: FakeOpenAI
+) -> None:
+    job = _add_prompt_job(store, fake_openai, context_length=100_000)
+    data = json.loads(store.path.read_text(encoding="utf-8"))
+    data["jobs"][0]["schedule"] = "every blue moon"
+    store.path.write_text(json.dumps(data), encoding="utf-8")
+    [run] = tick(store, now=LATER).runs
+    assert run.status == "error" and "every blue moon" in (run.error or "")
+    saved = store.get(job.id)
+    assert saved.enabled is False and saved.next_run_at is None
+    assert saved.last_status == "error"
+    assert tick(store, now=LATER + timedelta(hours=5)).runs == []
+    assert fake_openai.chat_requests() == []
+
+
 def test_status_summarises_the_store(store: JsonJobStore, fake_openai: FakeOpenAI) -> None:
     fake_openai.models = [{"id": "tiny", "context_length": 1000}]
     _add_prompt_job(store, fake_openai, "small", model="tiny")

@@ -137,7 +137,10 @@ def parse_schedule(expression: str, *, now: datetime | None = None) -> Schedule:
     start = as_utc(now) if now is not None else utcnow()
     lowered = text.lower()
     if lowered.startswith("every "):
-        seconds = parse_duration(text[len("every ") :])
+        try:
+            seconds = parse_duration(text[len("every ") :])
+        except ScheduleError as exc:
+            raise ScheduleError(f"Schedule {text!r}: {exc}", expression=text) from None
         return Schedule(kind="interval", expression=text, interval_seconds=seconds)
     if _DURATION.match(text):
         seconds = parse_duration(text)

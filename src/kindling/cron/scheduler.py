@@ -104,7 +104,7 @@ def _run_kind(job: Job) -> RunOutcome:
     try:
         parse_schedule(job.schedule)
     except KindlingError as exc:
-        return RunOutcome("error", error=f"{exc} The job was disabled.")
+        return RunOutcome("error", error=str(exc))
     runner = RUNNERS.get(job.kind)
     if runner is None:
         return RunOutcome("error", error=f"Unknown job kind {job.kind!r}.")
