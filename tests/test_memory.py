@@ -198,3 +198,26 @@ def test_unreadable_memory_file_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="Cannot read"):
         MemoryStore().entries("memory")
     assert json.loads(json.dumps(MemoryStore().entries("user"))) == []
+
+
+def test_memory_tool_validates_arguments_and_stamps_the_call() -> None:
+    from kindling.agent import ToolRegistry
+    from kindling.review.tools import memory_tool
+
+    registry = ToolRegistry.of([memory_tool(provenance=Provenance(write_origin="assistant_tool"))])
+    added = json.loads(
+        registry.dispatch("memory", {"action": "add", "target": "memory", "content": "A"}, call_id="k1")
+    )
+    assert added["message"] == "Entry added."
+    assert json.loads(registry.dispatch("memory", {"operations": [{"action": "add"}]}))["error"].startswith(
+        "Batched"
+    )
+    assert json.loads(registry.dispatch("memory", {"action": "add", "content": 5}))["success"] is False
+    assert json.loads(registry.dispatch("memory", {"action": 1}))["success"] is False
+    records, _ = MemoryStore().read_provenance()
+    assert len(records) == 1
+    assert (records[0]["write_origin"], records[0]["tool_name"], records[0]["tool_call_id"]) == (
+        "assistant_tool",
+        "memory",
+        "k1",
+    )

@@ -104,6 +104,8 @@ def memory_tool(store: MemoryStore | None = None, *, provenance: Provenance | No
             tool_name=call.tool_name if call else MEMORY_TOOL,
             tool_call_id=call.tool_call_id if call else None,
         )
+        if "operations" in args and "action" not in args:
+            return error_result("Batched 'operations' are not supported here: make one call per change.")
         action = args.get("action")
         target = args.get("target", "memory")
         if not isinstance(action, str) or not isinstance(target, str):
