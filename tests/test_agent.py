@@ -269,3 +269,9 @@ def test_registry_rejects_tools_without_name_or_handler() -> None:
 def test_zero_iterations_is_an_error_without_a_request(fake_openai: FakeOpenAI) -> None:
     result = run([{"role": "user", "content": "x"}], runtime=_runtime(fake_openai), max_iterations=0)
     assert result.error == "max_iterations must be at least 1." and fake_openai.chat_requests() == []
+
+
+def test_unserialisable_message_is_an_error_result_not_a_raise(fake_openai: FakeOpenAI) -> None:
+    result = run([{"role": "user", "content": object()}], runtime=_runtime(fake_openai))
+    assert result.error is not None and "the request failed" in result.error
+    assert fake_openai.chat_requests() == []

@@ -249,6 +249,12 @@ def _complete(
         except openai.OpenAIError as exc:
             attempt.error = _endpoint_error(runtime, f"{type(exc).__name__}: {_short(str(exc))}")
             return attempt
+        except Exception as exc:  # e.g. a message that cannot be serialised: still a result, not a raise
+            logger.exception("The request to %s could not be made.", runtime.base_url)
+            attempt.error = _endpoint_error(
+                runtime, f"the request failed: {type(exc).__name__}: {_short(str(exc))}"
+            )
+            return attempt
         if retry == runtime.max_retries:
             break
         delay = min(runtime.max_backoff, runtime.backoff * (2**retry))
