@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -21,7 +22,7 @@ def _invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def _add(fake: FakeOpenAI, name: str = "report", *extra: str) -> dict:  # type: ignore[type-arg]
+def _add(fake: FakeOpenAI, name: str = "report", *extra: str) -> dict[str, Any]:
     code, out = _invoke(
         "add",
         "every 1h",

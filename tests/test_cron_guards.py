@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from kindling.cron.guards import (
     detect_provider_mismatch,
     load_skills,
 )
-from kindling.cron.jobs import make_job
+from kindling.cron.jobs import Job, make_job
 from kindling.errors import InvalidNameError, ModelContextError
 
 
@@ -188,13 +189,13 @@ def test_mismatch_reports_the_earliest_named_provider() -> None:
 # --- build_job_prompt ---------------------------------------------------------------------------
 
 
-def _job(**fields: object) -> object:
-    return make_job("report", "prompt", "every 1h", prompt="Write the daily report.", **fields)  # type: ignore[arg-type]
+def _job(**fields: Any) -> Job:
+    return make_job("report", "prompt", "every 1h", prompt="Write the daily report.", **fields)
 
 
 def test_prompt_has_runtime_block_before_guidance_then_skills_then_prompt() -> None:
     job = _job(model="anthropic/claude-sonnet-4")
-    text = build_job_prompt(job, skills={"reporting": "Use bullet points."})  # type: ignore[arg-type]
+    text = build_job_prompt(job, skills={"reporting": "Use bullet points."})
     assert "MODEL: anthropic/claude-sonnet-4" in text
     assert "PROVIDER: anthropic" in text  # derived from the model's prefix
     assert "RUNTIME: cloud" in text
@@ -211,7 +212,7 @@ def test_prompt_has_runtime_block_before_guidance_then_skills_then_prompt() -> N
 
 def test_runtime_arguments_override_the_job_and_local_is_named() -> None:
     job = _job(model="openai/gpt-4o", provider="openai")
-    text = build_job_prompt(job, runtime_model="llama3.1", runtime_provider="ollama")  # type: ignore[arg-type]
+    text = build_job_prompt(job, runtime_model="llama3.1", runtime_provider="ollama")
     assert "MODEL: llama3.1" in text
     assert "PROVIDER: ollama" in text
     assert "RUNTIME: local" in text
@@ -219,14 +220,14 @@ def test_runtime_arguments_override_the_job_and_local_is_named() -> None:
 
 
 def test_bare_model_without_provider_has_no_provider_line_and_is_local() -> None:
-    text = build_job_prompt(_job(), runtime_model="qwen2.5:7b")  # type: ignore[arg-type]
+    text = build_job_prompt(_job(), runtime_model="qwen2.5:7b")
     assert "MODEL: qwen2.5:7b" in text
     assert "PROVIDER:" not in text
     assert "RUNTIME: local" in text
 
 
 def test_no_block_without_model_and_provider() -> None:
-    text = build_job_prompt(_job())  # type: ignore[arg-type]
+    text = build_job_prompt(_job())
     assert "MODEL:" not in text
     assert "PROVIDER:" not in text
     assert "RUNTIME:" not in text
@@ -234,7 +235,7 @@ def test_no_block_without_model_and_provider() -> None:
 
 
 def test_provider_only_gives_a_block() -> None:
-    text = build_job_prompt(_job(), runtime_provider="openrouter")  # type: ignore[arg-type]
+    text = build_job_prompt(_job(), runtime_provider="openrouter")
     assert text.startswith("[Runtime context]\nPROVIDER: openrouter\nRUNTIME: cloud")
 
 
@@ -246,7 +247,7 @@ def test_skills_load_from_hermes_home_and_missing_ones_are_reported(isolated_hom
     assert "Check the deploy." in texts["deploy-check"]
     assert missing == ["absent"]
     job = _job(skills=["deploy-check"])
-    assert "[Skill: deploy-check]" in build_job_prompt(job)  # type: ignore[arg-type]
+    assert "[Skill: deploy-check]" in build_job_prompt(job)
 
 
 def test_skill_names_that_are_paths_are_refused() -> None:

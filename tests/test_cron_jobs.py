@@ -7,10 +7,12 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kindling.cron.jobs import (
+    Job,
     JobStore,
     JsonJobStore,
     SqlJobStore,
@@ -35,8 +37,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
         sql.engine.dispose()
 
 
-def _prompt_job(name: str = "daily", schedule: str = "every 1h", **fields: object):  # type: ignore[no-untyped-def]
-    return make_job(name, "prompt", schedule, now=NOW, prompt="Say hi.", **fields)  # type: ignore[arg-type]
+def _prompt_job(name: str = "daily", schedule: str = "every 1h", **fields: Any) -> Job:
+    return make_job(name, "prompt", schedule, now=NOW, prompt="Say hi.", **fields)
 
 
 def test_add_get_list_remove_round_trip(store: JobStore) -> None:
@@ -121,13 +123,14 @@ def test_concurrent_claims_have_exactly_one_winner(store: JobStore) -> None:
     assert sum(1 for w in winners if w is not None) == 1
 
 
-def test_tick_lock_is_exclusive_across_store_objects(store: JobStore, tmp_path: Path) -> None:
-    other = store if isinstance(store, JsonJobStore) else None
-    if isinstance(store, JsonJobStore):
-        other = JsonJobStore(store.path)
-    elif isinstance(store, SqlJobStore):
+def test_tick_lock_is_exclusive_across_store_objects(store: JobStore) -> None:
+    # A second store object on the same state stands in for another process or machine.
+    other: JobStore
+    if isinstance(store, SqlJobStore):
         other = SqlJobStore(store.target)
-    assert other is not None
+    else:
+        assert isinstance(store, JsonJobStore)
+        other = JsonJobStore(store.path)
     with store.tick_lock() as first:
         assert first is True
         with other.tick_lock() as second:
