@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall
+from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall, build_tool_call
 
 # Hermes stores list-shaped (multimodal) content as a string with one of these prefixes followed by
 # JSON. "\x00json:" is the original marker; "\x01json:" replaced it where NUL bytes upset FTS5.
@@ -146,7 +146,24 @@ def parse_tool_calls(
         report.skip("malformed_tool_calls")
         return ()
     calls: list[ToolCall] = []
+    loads = orjson.loads
     for index, item in enumerate(value):
+        # Fast path for the shape Hermes and OpenAI write: {"id", "function": {"name", "arguments": "<JSON object>"}}.
+        # This runs once per call on the mining hot path; anything else takes the general path below.
+        if type(item) is dict and "requestor" not in item:
+            function = item.get("function")
+            if type(function) is dict:
+                name = function.get("name")
+                text = function.get("arguments")
+                if type(name) is str and name and type(text) is str and text[:1] == "{":
+                    try:
+                        arguments = loads(text)
+                    except orjson.JSONDecodeError:
+                        arguments = None
+                    if type(arguments) is dict:
+                        call_id = item.get("id") or item.get("call_id") or f"{id_prefix}:{index}"
+                        calls.append(build_tool_call(str(call_id), name, arguments, None, requestor))
+                        continue
         call = tool_call_from_dict(item, report, f"{id_prefix}:{index}", requestor)
         if call is not None:
             calls.append(call)

@@ -26,7 +26,7 @@ from typing import Any
 from kindling.config import env_int
 from kindling.errors import SourceError
 from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_tool_calls
-from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall
+from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall, build_message
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
 MESSAGE_COLUMNS: tuple[str, ...] = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp")
@@ -383,7 +383,7 @@ def assemble_sessions(
         stamp = row[7]
         if stamp is not None and type(stamp) is not float:
             stamp = _epoch(stamp)
-        append(Message(role, content, calls, call_id, row[6], None, stamp))
+        append(build_message(role, content, calls, call_id, row[6], None, stamp))
     if current_row is not None:
         yield _session(current_row, messages)
     while pending is not None:

@@ -167,3 +167,60 @@ class ReadReport:
 
 def _json_text(value: Mapping[str, Any]) -> str:
     return orjson.dumps(dict(value), default=str).decode("utf-8")
+
+
+# Readers build hundreds of thousands of messages per second on the mining hot path. A frozen
+# dataclass's __init__ pays one object.__setattr__ call per field (about 1.5 µs per Message);
+# setting the slots through their descriptors builds the identical, still frozen object about five
+# times faster. Only for readers passing values they have already checked.
+_new_object = object.__new__
+_message_slots = Message.__dict__
+_set_role = _message_slots["role"].__set__
+_set_content = _message_slots["content"].__set__
+_set_tool_calls = _message_slots["tool_calls"].__set__
+_set_tool_call_id = _message_slots["tool_call_id"].__set__
+_set_name = _message_slots["name"].__set__
+_set_error = _message_slots["error"].__set__
+_set_timestamp = _message_slots["timestamp"].__set__
+
+
+def build_message(
+    role: Role,
+    content: str | None,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+    name: str | None,
+    error: bool | None,
+    timestamp: float | None,
+) -> Message:
+    """Return ``Message(role, content, tool_calls, tool_call_id, name, error, timestamp)``, built fast."""
+    message = _new_object(Message)
+    _set_role(message, role)
+    _set_content(message, content)
+    _set_tool_calls(message, tool_calls)
+    _set_tool_call_id(message, tool_call_id)
+    _set_name(message, name)
+    _set_error(message, error)
+    _set_timestamp(message, timestamp)
+    return message
+
+
+_call_slots = ToolCall.__dict__
+_set_call_id = _call_slots["id"].__set__
+_set_call_name = _call_slots["name"].__set__
+_set_call_arguments = _call_slots["arguments"].__set__
+_set_call_raw = _call_slots["raw_arguments"].__set__
+_set_call_requestor = _call_slots["requestor"].__set__
+
+
+def build_tool_call(
+    id: str, name: str, arguments: Mapping[str, Any], raw_arguments: str | None, requestor: str
+) -> ToolCall:
+    """Return ``ToolCall(id, name, arguments, raw_arguments, requestor)``, built fast (see build_message)."""
+    call = _new_object(ToolCall)
+    _set_call_id(call, id)
+    _set_call_name(call, name)
+    _set_call_arguments(call, arguments)
+    _set_call_raw(call, raw_arguments)
+    _set_call_requestor(call, requestor)
+    return call
