@@ -35,13 +35,25 @@ def test_create_view_list_in_hermes_layout(isolated_homes: Path) -> None:
         "path": str(store.root / "deploy-static-site" / "SKILL.md"),
     }
     store.create("pytest-fixtures", SKILL.replace("deploy-static-site", "pytest-fixtures"), category="python")
-    assert (store.root / "python" / "pytest-fixtures" / "SKILL.md").read_text(encoding="utf-8").startswith("---\nname: pytest")
+    assert (
+        (store.root / "python" / "pytest-fixtures" / "SKILL.md")
+        .read_text(encoding="utf-8")
+        .startswith("---\nname: pytest")
+    )
 
     skill = store.read("deploy-static-site")
-    assert (skill.name, skill.category, skill.version, skill.tags) == ("deploy-static-site", None, "1.0.0", ("deploy", "web"))
+    assert (skill.name, skill.category, skill.version, skill.tags) == (
+        "deploy-static-site",
+        None,
+        "1.0.0",
+        ("deploy", "web"),
+    )
     assert skill.description == "Build and publish a static site to the bucket." and skill.content == SKILL
     skills, broken = store.list()
-    assert [(s.category, s.name) for s in skills] == [(None, "deploy-static-site"), ("python", "pytest-fixtures")]
+    assert [(s.category, s.name) for s in skills] == [
+        (None, "deploy-static-site"),
+        ("python", "pytest-fixtures"),
+    ]
     assert broken == []
     viewed = store.view("pytest-fixtures")
     assert viewed["success"] is True and viewed["category"] == "python" and "make build" in viewed["content"]
@@ -50,15 +62,27 @@ def test_create_view_list_in_hermes_layout(isolated_homes: Path) -> None:
 def test_patch_edit_delete() -> None:
     store = SkillStore()
     store.create("deploy-static-site", SKILL, category="web")
-    assert store.patch("deploy-static-site", "make build", "make site")["message"] == "Skill 'deploy-static-site' patched."
+    assert (
+        store.patch("deploy-static-site", "make build", "make site")["message"]
+        == "Skill 'deploy-static-site' patched."
+    )
     assert "make site" in store.read("deploy-static-site").content
-    assert store.patch("deploy-static-site", "nowhere", "x")["error"] == "old_string was not found in skill 'deploy-static-site'."
+    assert (
+        store.patch("deploy-static-site", "nowhere", "x")["error"]
+        == "old_string was not found in skill 'deploy-static-site'."
+    )
     assert "occurs 2 times" in store.patch("deploy-static-site", "deploy", "x")["error"]
     broken = store.patch("deploy-static-site", "name: deploy-static-site\n", "")
     assert broken["success"] is False and "The patch would break SKILL.md" in broken["error"]
     edited = store.edit("deploy-static-site", SKILL.replace("1.0.0", "2.0.0"))
-    assert edited["message"] == "Skill 'deploy-static-site' updated." and store.read("deploy-static-site").version == "2.0.0"
-    assert store.delete("deploy-static-site") == {"success": True, "message": "Skill 'deploy-static-site' deleted."}
+    assert (
+        edited["message"] == "Skill 'deploy-static-site' updated."
+        and store.read("deploy-static-site").version == "2.0.0"
+    )
+    assert store.delete("deploy-static-site") == {
+        "success": True,
+        "message": "Skill 'deploy-static-site' deleted.",
+    }
     assert not (store.root / "web").exists()  # the emptied category goes too
     assert store.delete("deploy-static-site")["error"].startswith("Skill 'deploy-static-site' not found")
     with pytest.raises(NotFoundError):
@@ -129,14 +153,22 @@ def test_broken_skill_is_listed_as_unreadable_not_dropped() -> None:
 def test_skill_tools_dispatch_through_registry() -> None:
     registry = ToolRegistry.of(skill_tools())
     created = json.loads(
-        registry.dispatch("skill_manage", json.dumps({"action": "create", "name": "deploy-static-site", "content": SKILL}))
+        registry.dispatch(
+            "skill_manage", json.dumps({"action": "create", "name": "deploy-static-site", "content": SKILL})
+        )
     )
     assert created["message"] == "Skill 'deploy-static-site' created."
     listed = json.loads(registry.dispatch("skills_list", "{}"))
     assert listed["skills"] == [
-        {"name": "deploy-static-site", "category": None, "description": "Build and publish a static site to the bucket."}
+        {
+            "name": "deploy-static-site",
+            "category": None,
+            "description": "Build and publish a static site to the bucket.",
+        }
     ]
     viewed = json.loads(registry.dispatch("skill_view", {"name": "deploy-static-site"}))
     assert viewed["content"] == SKILL
-    assert json.loads(registry.dispatch("skill_manage", {"action": "explode", "name": "x"}))["success"] is False
+    assert (
+        json.loads(registry.dispatch("skill_manage", {"action": "explode", "name": "x"}))["success"] is False
+    )
     assert json.loads(registry.dispatch("skill_manage", {"action": "create", "name": 3}))["success"] is False
