@@ -280,6 +280,14 @@ def test_json_store_loads_legacy_files_in_its_directory(tmp_path: Path) -> None:
     assert store.versions("deploy-helper") == [3, 4]
 
 
+def test_json_store_file_name_is_the_template_name(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path)
+    # Legacy tools allowed names a path cannot hold; the file name is what addresses the template.
+    (tmp_path / "deploy.json").write_text(json.dumps({**WARM_SESSIONS_FILE, "name": "Deploy helper v2"}))
+    assert [t.name for t in store.list()] == ["deploy"]
+    assert store.get("deploy").tags == ["deploy", "ops"]
+
+
 def test_json_store_writes_nothing_outside_its_directory(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = JsonDirStore(root)
@@ -298,9 +306,11 @@ CHILD = textwrap.dedent(
 
     target, name, uses, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     store = open_store(target)
+    print("ready", flush=True)
+    sys.stdin.readline()  # both processes start their loops together
     for i in range(uses):
         store.record_use(name)
-        if i % 5 == 0:
+        if i % 10 == 0:
             store.save(Template(name=name, description=f"{tag}-{i}",
                                 examples=[Example(tool_name="t", result="x" * 20000)]))
     print("done", flush=True)
@@ -310,10 +320,11 @@ CHILD = textwrap.dedent(
 
 def test_two_processes_lose_no_update(target: str, store: TemplateStore) -> None:
     store.save(make_template("shared"))
-    uses = 20
+    uses = 60
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, target, "shared", str(uses), tag],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -321,15 +332,22 @@ def test_two_processes_lose_no_update(target: str, store: TemplateStore) -> None
         for tag in ("p1", "p2")
     ]
     for proc in procs:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert out.strip() == "done"
     final = store.get("shared")
     assert final.usage_count == 2 * uses
-    saves = 2 * len(range(0, uses, 5))
+    saves = 2 * len(range(0, uses, 10))
     assert store.versions("shared") == list(range(1, saves + 2))
-    for version in store.versions("shared"):
-        store.get("shared", version)  # every version is whole and parses
+    descriptions = {store.get("shared", v).description for v in store.versions("shared")}
+    assert len(descriptions) == saves + 1  # every save is kept, none overwrote another
     if isinstance(store, JsonDirStore):
         leftovers = [p.name for p in store.root.rglob("*.tmp")]
         assert leftovers == []

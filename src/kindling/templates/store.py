@@ -147,7 +147,14 @@ class JsonDirStore(TemplateStore):
             raise _not_found(name) from None
         except OSError as exc:
             raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
-        return _loads(raw, name=name, where=str(path))
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise TemplateError(f"{path} is not valid JSON: {exc}.", template=name) from exc
+        if isinstance(data, dict) and data.get("name") != name:
+            # The file name addresses the template; legacy files may carry another (even unsafe) name.
+            data = {**data, "name": name}
+        return parse_template(data, name=name)
 
     def save(self, template: Template) -> Template:
         """Write ``template`` atomically under its lock; an existing name gets the next version."""
@@ -225,7 +232,7 @@ class JsonDirStore(TemplateStore):
                 shutil.rmtree(self._versions_dir(name), ignore_errors=True)
             except OSError as exc:
                 raise StoreError(f"Cannot delete {path}: {exc.strerror or exc}.", path=path) from exc
-        path.with_name(path.name + ".lock").unlink(missing_ok=True)
+        # The lock file stays: removing it could let a waiting process and a new one both "hold" it.
 
     def record_use(self, name: str) -> int:
         """Increment ``usage_count`` under the template's lock and return the new count."""
