@@ -193,10 +193,10 @@ def main() -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--quick", action="store_true", help="4 clients for 1.5 s: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="4 clients for 1 s: a smoke run")
     args = parser.parse_args()
     if args.quick:
-        args.clients, args.seconds = 4, 1.5
+        args.clients, args.seconds = 4, 1.0
     ok = True
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:

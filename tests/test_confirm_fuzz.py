@@ -49,7 +49,7 @@ def test_openapi_fuzz_finds_no_server_errors(tmp_path: Path) -> None:
 
 def _fuzz(operation: Any, mode: Any, admin: str, codes: list[int], failures: list[str]) -> None:
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def check(case: Any) -> None:
         response = case.call(headers=auth(admin))
         codes.append(response.status_code)
