@@ -168,6 +168,7 @@ def test_build_template_and_review_jobs_are_added_with_their_settings(tmp_path: 
         (["add", "every 1h", "--name", "x"], "needs a prompt"),
         (["add", "every 1h", "--name", "x", "--kind", "shell"], "not one of"),
         (["add", "every 1h", "--name", "x", "--kind", "build-template"], "Template name"),
+        (["add", "every 1h", "--name", "x", "--prompt", "p", "--deliver", "bogus://x"], "Apprise"),
         (["remove", "missing"], "No job"),
         (["run", "missing"], "No job"),
         (["pause", "missing"], "No job"),

@@ -156,6 +156,11 @@ def test_make_job_defaults_and_validation() -> None:
         make_job("n", "prompt", "whenever", prompt="x")
     with pytest.raises(InvalidNameError):
         make_job("build", "build-template", "every 1d", args={"template": "../escape"})
+    with pytest.raises(ConfigError, match="Apprise"):
+        make_job("n", "prompt", "every 5m", prompt="x", deliver="nosuchscheme://nowhere")
+    assert make_job("n", "prompt", "every 5m", prompt="x", deliver="json://127.0.0.1:9/x").deliver.startswith(
+        "json"
+    )
     with pytest.raises(ConfigError, match="Unknown job setting"):
         make_job("n", "prompt", "every 5m", prompt="x", promt="typo")
     with pytest.raises(ConfigError, match="context_length"):
@@ -219,6 +224,7 @@ def test_json_writes_are_atomic_and_leave_no_temp_files(tmp_path: Path) -> None:
         store.add(_prompt_job(f"job{index}"))
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+    assert (tmp_path / "jobs.json").stat().st_mode & 0o777 == 0o600  # delivery URLs hold tokens
     assert len(json.loads((tmp_path / "jobs.json").read_text(encoding="utf-8"))["jobs"]) == 5
 
 

@@ -59,6 +59,20 @@ def save_output(job: Job, when: datetime, text: str, *, root: Path | None = None
     return path
 
 
+def check_delivery_url(url: str) -> str:
+    """Return ``url`` when it is ``local`` or an Apprise URL Apprise understands.
+
+    Raises ConfigError otherwise, so a typo is caught when the job is added, not at 3 a.m.
+    """
+    if url == LOCAL:
+        return url
+    import apprise  # lazy: apprise loads every notification plugin on import
+
+    if not apprise.Apprise().add(url):
+        raise ConfigError(f"Delivery URL {redact(url)!r} is not 'local' or an Apprise URL kindling can use.")
+    return url
+
+
 def deliver(url: str, *, title: str, body: str, timeout: float = 15.0) -> None:
     """Send ``body`` to an Apprise URL.
 

@@ -277,7 +277,8 @@ class JsonJobStore(JobStore):
 
     def _write_entries(self, entries: list[Any]) -> None:
         payload = orjson.dumps({"version": 1, "jobs": entries}, option=orjson.OPT_INDENT_2)
-        write_atomic(self.path, payload + b"\n")
+        # 0600: delivery URLs carry tokens (bot tokens, webhook secrets).
+        write_atomic(self.path, payload + b"\n", mode=0o600)
 
     def _parse_all(self, entries: list[Any]) -> list[Job]:
         jobs: list[Job] = []
@@ -557,7 +558,8 @@ def make_job(
     """Build a new, validated job whose first run follows from ``schedule`` (not yet stored).
 
     One-off schedules run once unless ``repeat`` says otherwise. Raises ScheduleError for a bad
-    schedule, InvalidNameError for an unsafe name and ConfigError for missing kind settings.
+    schedule, InvalidNameError for an unsafe name and ConfigError for missing kind settings or a
+    delivery URL Apprise does not understand.
     """
     from kindling.cron.schedule import first_run, parse_schedule
 
@@ -573,6 +575,10 @@ def make_job(
         raise ConfigError("A prompt job needs a prompt.")
     if kind == "build-template":
         validate_name(str(args.get("template") or ""), "template name")
+    if fields.get("deliver"):
+        from kindling.cron.delivery import check_delivery_url
+
+        check_delivery_url(str(fields["deliver"]))
     times = repeat if repeat is not None else (None if parsed.recurring else 1)
     try:
         return Job(
