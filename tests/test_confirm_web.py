@@ -63,6 +63,23 @@ def test_sign_in_rules_and_csrf(daemon: tuple[str, Tokens, ConfirmationStore]) -
         assert store.get(str(request["id"])).decided_by == "alice"
         history = web.get("/ui").text
         assert "approved" in history
+        # Deny with a reason from the page.
+        other = _submit(base, tokens.agent, "shutdown_service", {"host": "db-1"})
+        page = web.get("/ui").text
+        assert other["id"] in page and "db-1" in page
+        denied = web.post(
+            f"/ui/decide/{other['id']}",
+            data={
+                "decision": "deny",
+                "digest": str(other["digest"]),
+                "reason": "maintenance window is Sunday",
+                "csrf": csrf.group(1),
+            },
+        )
+        assert denied.status_code == 303
+        record = store.get(str(other["id"]))
+        assert record.status == "denied" and record.reason == "maintenance window is Sunday"
+        assert "maintenance window is Sunday" in web.get("/ui").text
     # Without the cookie, the fragment and the decision are refused.
     assert httpx.get(f"{base}/ui/pending").status_code == 401
     assert httpx.post(f"{base}/ui/decide/{request['id']}", data=form).status_code == 401
@@ -100,6 +117,13 @@ def test_browser_signs_in_sees_details_and_approves(daemon: tuple[str, Tokens, C
             # A request submitted while the page is open appears without a reload.
             second = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
             expect(page.locator(f"#req-{second['id']}")).to_be_visible(timeout=10_000)
+            # A form post from the signed-in browser session but without the CSRF token is refused.
+            forged = page.request.post(
+                f"{base}/ui/decide/{second['id']}",
+                form={"decision": "approve", "digest": str(second["digest"])},
+            )
+            assert forged.status == 403
+            assert store.get(str(second["id"])).status == "pending"
             card = page.locator(f"#req-{first['id']}")
             card.locator("input[name=reason]").fill("plan reviewed")
             card.locator("button.approve").click()
