@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from kindling.errors import SourceError, UnknownFormatError
-from kindling.sessions import ReadReport, Session, detect_format, iter_sessions
+from kindling.sessions import ReadReport, Session, detect_format, generate_sample_db, iter_sessions
 
 
 def jsonl(path: Path, *records: Any, tail: bytes = b"") -> Path:
@@ -423,3 +423,31 @@ def test_undetectable_and_unopenable_sources(tmp_path: Path) -> None:
         iter_sessions(tmp_path)
     with pytest.raises(SourceError, match="no such file or directory"):
         iter_sessions(tmp_path / "missing.jsonl")
+
+
+def test_sharegpt_tool_turn_without_tags_is_one_response(tmp_path: Path) -> None:
+    record = {
+        "conversations": [
+            {"from": "human", "value": "date?"},
+            {
+                "from": "gpt",
+                "value": '<tool_call>{"name": "terminal", "arguments": {"command": "date"}}</tool_call>',
+            },
+            {"from": "tool", "value": "Mon Jan  5 10:00:00 UTC 2026"},
+        ]
+    }
+    (session,), report = read(jsonl(tmp_path / "t.jsonl", record))
+    assert [(m.role, m.name, m.content) for m in session.messages[2:]] == [
+        ("tool", "terminal", "Mon Jan  5 10:00:00 UTC 2026")
+    ]
+    assert report.skipped == {}
+
+
+def test_gzipped_json_array_and_sqlite_url(tmp_path: Path) -> None:
+    path = tmp_path / "chats.json.gz"
+    path.write_bytes(gzip.compress(orjson.dumps([CHAT, CHAT], option=orjson.OPT_INDENT_2)))
+    assert detect_format(path) == "openai"
+    sessions, report = read(path)
+    assert len(sessions) == 2 and report.skipped == {}
+    db = generate_sample_db(tmp_path / "state.db", sessions=3)
+    assert len(list(iter_sessions(f"sqlite:///{db}"))) == 3

@@ -27,7 +27,7 @@ from kindling.sessions.convert import (
     parse_arguments,
 )
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
-from kindling.sessions.sources import open_lines
+from kindling.sessions.sources import open_lines, peek
 
 Record = tuple[int, dict[str, Any]]
 
@@ -211,8 +211,7 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
 
 
 def _records_or_array(path: Path, report: ReadReport) -> Iterator[Record]:
-    with path.open("rb") as handle:
-        head = handle.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = peek(path).lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head.startswith(b"["):
         yield from iter_records(path, report)
         return
@@ -314,7 +313,9 @@ def _tool_calls(value: str, report: ReadReport, prefix: str) -> tuple[ToolCall, 
 
 def _tool_responses(value: str, pending: list[ToolCall], report: ReadReport) -> list[Message]:
     out: list[Message] = []
-    for body in _TOOL_RESPONSE.findall(value):
+    # A tool turn without <tool_response> tags is one response in plain text.
+    bodies = _TOOL_RESPONSE.findall(value) or ([value] if value.strip() else [])
+    for body in bodies:
         call_id: Any = None
         name: Any = None
         content: Any = body

@@ -46,6 +46,8 @@ def resolve_source(source: str | Path) -> str | Path:
 
     if is_postgres_url(source):
         return str(source)
+    if isinstance(source, str) and source.startswith("sqlite:///"):
+        source = source[len("sqlite:///") :]
     path = Path(source).expanduser()
     if not path.exists():
         raise SourceError(f"Cannot open {path}: no such file or directory.", path=path)
@@ -69,7 +71,7 @@ def detect_format(source: str | Path) -> str:
     resolved = resolve_source(source)
     if isinstance(resolved, str):
         return HERMES
-    head = _peek(resolved)
+    head = peek(resolved)
     if head.startswith(_SQLITE_MAGIC):
         return HERMES
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -124,7 +126,8 @@ def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str 
     return None
 
 
-def _peek(path: Path) -> bytes:
+def peek(path: Path) -> bytes:
+    """Return the first bytes of ``path`` (decompressed when it is gzip). Raises SourceError."""
     try:
         with path.open("rb") as handle:
             head = handle.read(_PEEK_BYTES)
