@@ -99,12 +99,21 @@ def test_selection_fills_but_never_exceeds_the_budget() -> None:
     for budget in (0, 10, 50, 200, 2000, 10000):
         selection = select_examples(examples, "task", budget=budget)
         messages = build_conversation(
-            selection.examples, budget=budget, result_tokens=selection.result_tokens
+            selection.examples, budget=budget, example_tokens=selection.example_tokens
         )
         assert estimate_conversation_tokens(messages) <= budget
         assert len(messages) == 3 * len(selection.examples)
     big = select_examples(examples, "task", budget=10000, max_examples=8)
     assert len(big.examples) == 8
+    # Results far longer than a share of the budget are cut to fit it, with a marker.
+    long = [ex(f"tool_{i}", f"task number {i}", "r" * 20000) for i in range(30)]
+    selection = select_examples(long, "task", budget=10000, max_examples=8)
+    assert len(selection.examples) == 8
+    rendered = build_conversation(selection.examples, budget=10000, example_tokens=selection.example_tokens)
+    results = [m["content"] for m in rendered if m["role"] == "tool"]
+    assert len(results) == 8
+    assert all("…[truncated" in r and estimate_tokens(r) < 10000 // 8 for r in results)
+    assert estimate_conversation_tokens(rendered) <= 10000
     assert not select_examples(examples, "task", budget=10).examples
 
 
@@ -321,6 +330,13 @@ def test_any_template_and_budget_gives_a_valid_conversation_within_budget(
     result = warm_conversation(template, task, budget=budget, style=style)
     validate_conversation(result.messages, strict_ids=True)
     assert result.estimated_tokens == estimate_conversation_tokens(result.messages) <= budget
+    converted = to_anthropic(result.messages)
+    roles = [turn["role"] for turn in converted["messages"]]
+    assert all(a != b for a, b in itertools.pairwise(roles))
+    blocks = [b for turn in converted["messages"] for b in turn["content"]]
+    assert [b["id"] for b in blocks if b["type"] == "tool_use"] == [
+        b["tool_use_id"] for b in blocks if b["type"] == "tool_result"
+    ]
     before = copy.deepcopy(conversation)
     merged = inject(conversation, result.messages)
     validate_conversation(merged)

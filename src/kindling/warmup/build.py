@@ -8,7 +8,7 @@ Two styles:
 
 An optional leading system message carries the template's addendum. Tool-call ids are unique,
 at most 40 characters, and use only ``[A-Za-z0-9_-]`` (the strictest providers' rule). Results and
-requests are truncated to a per-example share of the budget, with a visible marker.
+requests are truncated so each example fits its share of the budget, with a visible marker.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
 Style = Literal["triples", "closed"]
 STYLES: tuple[str, ...] = ("triples", "closed")
 MAX_ID_LENGTH = 40
+_SMALLEST_SHARE = 48  # below this an example is mostly overhead and markers
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -98,18 +99,9 @@ def _closing_line(example: Example) -> str:
     return f"{example.tool_name} worked; the result is above."
 
 
-def render_example(
-    example: Example, call_id: str, *, style: Style = "triples", result_tokens: int | None = None
+def _messages(
+    example: Example, call_id: str, style: Style, request: str, result: str
 ) -> list[dict[str, Any]]:
-    """Return the messages for one example: request, tool call, result (and a reply when closed).
-
-    ``result_tokens`` caps the result and the request text (truncated with a marker).
-    """
-    request = _request_text(example)
-    result = example.result or "(no output)"
-    if result_tokens is not None:
-        request = truncate_to_tokens(request, max(result_tokens // 2, 8)) or f"Use {example.tool_name}."
-        result = truncate_to_tokens(result, result_tokens) or "(output truncated)"
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": request},
         {
@@ -128,6 +120,23 @@ def render_example(
     if style == "closed":
         messages.append({"role": "assistant", "content": _closing_line(example)})
     return messages
+
+
+def render_example(
+    example: Example, call_id: str, *, style: Style = "triples", max_tokens: int | None = None
+) -> list[dict[str, Any]]:
+    """Return the messages for one example: request, tool call, result (and a reply when closed).
+
+    ``max_tokens`` is the example's share of the budget: the request is cut to a quarter of it
+    and the result to what is left after everything else (both with a visible marker).
+    """
+    request = _request_text(example)
+    result = example.result or "(no output)"
+    if max_tokens is not None:
+        request = truncate_to_tokens(request, max(max_tokens // 4, 8)) or f"Use {example.tool_name}."
+        fixed = sum(estimate_message_tokens(m) for m in _messages(example, call_id, style, request, ""))
+        result = truncate_to_tokens(result, max(max_tokens - fixed, 8)) or "(output truncated)"
+    return _messages(example, call_id, style, request, result)
 
 
 def _salt(examples: Sequence[Example], seed: str) -> str:
@@ -156,13 +165,14 @@ def build_conversation(
     style: str = "triples",
     system_prompt: str | None = None,
     budget: int | None = None,
-    result_tokens: int | None = None,
+    example_tokens: int | None = None,
     seed: str = "",
 ) -> list[dict[str, Any]]:
     """Return the warm conversation for ``examples``, in order, as OpenAI-format messages.
 
     With ``budget``, examples whose messages no longer fit are left out, so the estimated total
-    never exceeds it; ``result_tokens`` defaults to an equal share of the budget per example.
+    never exceeds it; ``example_tokens`` (each example's share, which its request and result are
+    truncated to fit) defaults to an equal share of the budget per example.
     Raises ConversationError for an unknown style.
     """
     chosen_style = check_style(style)
@@ -173,12 +183,12 @@ def build_conversation(
         messages.append(system)
         if remaining is not None:
             remaining -= estimate_message_tokens(system)
-    if result_tokens is None and remaining is not None and examples:
-        result_tokens = max(16, remaining // len(examples))
+    if example_tokens is None and remaining is not None and examples:
+        example_tokens = max(_SMALLEST_SHARE, remaining // len(examples))
     salt = _salt(examples, seed)
     for index, example in enumerate(examples):
         rendered = render_example(
-            example, tool_call_id(salt, index), style=chosen_style, result_tokens=result_tokens
+            example, tool_call_id(salt, index), style=chosen_style, max_tokens=example_tokens
         )
         if remaining is not None:
             cost = sum(estimate_message_tokens(m) for m in rendered)

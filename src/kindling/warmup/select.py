@@ -213,7 +213,7 @@ class Selection:
     """Examples chosen for a task, in order, with the per-example token share used to render them."""
 
     examples: list[Example]
-    result_tokens: int
+    example_tokens: int
     system_prompt: str | None
 
 
@@ -230,8 +230,8 @@ def select_examples(
 ) -> Selection:
     """Return the examples to inject for ``task``: ranked, diverse, filling at most ``budget`` tokens.
 
-    ``order`` overrides the ranking (used by the benchmark's baselines). Each result is truncated
-    to ``budget / max_examples`` tokens (a per-example share). Raises ConversationError for an
+    ``order`` overrides the ranking (used by the benchmark's baselines). Each example gets an
+    equal share of the budget (``budget / max_examples``) and its result is truncated to fit it. Raises ConversationError for an
     unknown style.
     """
     chosen_style = check_style(style)
@@ -241,7 +241,7 @@ def select_examples(
     if system is not None:
         remaining -= estimate_message_tokens(system)
     slots = max(1, min(max_examples, len(ranking)))
-    share = max(16, remaining // slots)
+    share = max(48, remaining // slots)
     chosen: list[Example] = []
     misses = 0
     for i in ranking:
@@ -250,7 +250,7 @@ def select_examples(
         example = examples[i]
         # The id is a placeholder of the same length as the one build_conversation will use.
         rendered = render_example(
-            example, tool_call_id("kw00000000", len(chosen)), style=chosen_style, result_tokens=share
+            example, tool_call_id("kw00000000", len(chosen)), style=chosen_style, max_tokens=share
         )
         cost = sum(estimate_message_tokens(m) for m in rendered)
         if cost > remaining:

@@ -87,7 +87,7 @@ def warm_conversation(
         style=style,
         system_prompt=system_prompt,
         budget=budget,
-        result_tokens=selection.result_tokens,
+        example_tokens=selection.example_tokens,
         seed=f"{template.name}:{template.version}",
     )
     tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
