@@ -347,3 +347,12 @@ def test_details_are_stored_untruncated(client: httpx.Client, tokens: Tokens) ->
     got = client.get(f"/confirm/{rid}", headers=auth(tokens.approver)).json()
     assert got["details"] == details
     assert json.dumps(got["details"]) == json.dumps(details)
+
+
+def test_health_is_503_when_the_database_breaks(client: httpx.Client, store: ConfirmationStore) -> None:
+    assert client.get("/health").status_code == 200
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE confirm_requests RENAME TO confirm_requests_gone")
+    broken = client.get("/health")
+    assert broken.status_code == 503 and broken.json()["status"] == "error"
+    assert "confirm_requests" in broken.json()["error"]

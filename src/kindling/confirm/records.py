@@ -1,0 +1,101 @@
+"""The records the confirmation store hands out: requests, submit outcomes, tokens, rules, audit."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One confirmation request and, once decided, its decision."""
+
+    id: str
+    action: str
+    description: str
+    details: Any
+    digest: str
+    requester: str
+    session_key: str | None
+    status: str
+    timeout_seconds: int
+    created_at: float
+    expires_at: float
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
+    requester_token: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the public JSON shape of this request (the requester's token id is left out)."""
+        data = asdict(self)
+        data.pop("requester_token")
+        return data
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    """What a submit did: ``pending``, ``auto_approved``, ``duplicate`` (idempotent retry) or ``rate_limited``."""
+
+    kind: Literal["pending", "auto_approved", "duplicate", "rate_limited"]
+    request: Confirmation | None
+    retry_after: int = 0
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A stored token, without its secret."""
+
+    id: str
+    name: str
+    role: str
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class WhitelistRule:
+    """An auto-approval rule: an action (or glob), global or for one session."""
+
+    id: int
+    action: str
+    session_key: str | None
+    created_by: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One row of the append-only audit log."""
+
+    seq: int
+    at: float
+    event: str
+    request_id: str | None
+    actor: str | None
+    data: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of checking the audit hash chain: ``ok``, rows checked, the first bad row."""
+
+    ok: bool
+    rows: int
+    bad_seq: int | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One notification waiting to be sent (or retried) to one Apprise URL."""
+
+    id: int
+    request_id: str
+    url: str
+    event: str
+    title: str
+    body: str
+    attempts: int
