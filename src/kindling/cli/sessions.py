@@ -113,13 +113,14 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _print_table(results: list[dict[str, Any]], totals: dict[str, Any]) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Session sources")
-    table.add_column("Source", overflow="fold")
-    table.add_column("Format")
-    for label in ("Sessions", "Messages", "Tool calls", "Tool results", "Skipped"):
-        table.add_column(label, justify="right")
+    table = Table(title="Session sources", box=box.SIMPLE_HEAD)
+    table.add_column("Source", overflow="fold", ratio=1)
+    table.add_column("Format", no_wrap=True)
+    for label in ("Sessions", "Messages", "Calls", "Results", "Skipped"):
+        table.add_column(label, justify="right", no_wrap=True)
     for result in results:
         table.add_row(
             result["source"],
