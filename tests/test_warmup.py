@@ -117,6 +117,17 @@ def test_selection_fills_but_never_exceeds_the_budget() -> None:
     assert not select_examples(examples, "task", budget=10).examples
 
 
+def test_index_cache_tells_same_named_templates_apart() -> None:
+    first = Template(
+        name="same", examples=[ex("read_file", "read the config"), ex("web_search", "search news")]
+    )
+    second = first.model_copy(
+        update={"examples": [ex("patch", "search news"), ex("terminal", "read the config please")]}
+    )
+    assert warm_conversation(first, "read the config").tools[0] == "read_file"
+    assert warm_conversation(second, "read the config").tools[0] == "terminal"
+
+
 def test_empty_task_falls_back_to_most_frequent() -> None:
     examples = [ex("a", "x", count=1), ex("b", "y", count=9), ex("c", "z", count=3)]
     assert [examples[i].tool_name for i in rank_examples(examples, "")] == ["b", "c", "a"]

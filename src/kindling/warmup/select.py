@@ -139,8 +139,13 @@ _INDEX_CACHE_SIZE = 32
 
 
 def index_for(template: Template) -> ExampleIndex:
-    """Return the (cached) index of ``template``'s examples, keyed by name, version and timestamp."""
-    key = (template.name, template.version, template.updated_at, len(template.examples))
+    """Return the (cached) index of ``template``'s examples, keyed by name, version and content."""
+    # Name and version identify stored templates; the fingerprint catches in-memory templates that
+    # share a name (string hashes are cached, so this costs microseconds, not an index rebuild).
+    fingerprint = hash(
+        tuple((e.tool_name, e.context, e.session_id, len(e.arguments)) for e in template.examples)
+    )
+    key = (template.name, template.version, template.updated_at, len(template.examples), fingerprint)
     index = _INDEX_CACHE.get(key)
     if index is None:
         index = ExampleIndex(template.examples)
