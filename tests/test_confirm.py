@@ -356,3 +356,25 @@ def test_health_is_503_when_the_database_breaks(client: httpx.Client, store: Con
     broken = client.get("/health")
     assert broken.status_code == 503 and broken.json()["status"] == "error"
     assert "confirm_requests" in broken.json()["error"]
+
+
+def test_gets_never_change_state(client: httpx.Client, tokens: Tokens, store: ConfirmationStore) -> None:
+    rid = submit(client, tokens.agent, timeout_seconds=1).json()["id"]
+    # Stop the sweeper's effect from mixing in: read everything before the request falls due.
+    before = (store.verify_audit().rows, store.get(rid), store.summary())
+    for path in (
+        f"/confirm/{rid}",
+        "/confirm",
+        "/confirm?status=pending",
+        "/audit",
+        "/health",
+        "/tokens",
+        "/whitelist",
+        "/ui",
+        "/ui/pending",
+        "/ui/login",
+        "/openapi.json",
+    ):
+        for token in (tokens.admin, tokens.agent, "kct_unknown"):
+            assert client.get(path, headers=auth(token)).status_code < 500, path
+    assert (store.verify_audit().rows, store.get(rid), store.summary()) == before
