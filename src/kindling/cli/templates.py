@@ -13,7 +13,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from kindling.cli.common import JsonOption, console, err_console, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, progress_bar, show_progress
 
 if TYPE_CHECKING:
     from kindling.templates.store import TemplateStore
@@ -169,17 +169,26 @@ def register(app: typer.Typer) -> None:
         if max_examples is not None:
             filters["max_examples"] = max_examples
         paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
-        result = build_template_with_report(
-            name,
-            paths,
-            store=_store(store),
-            description=description,
-            task_type=task_type,
-            tags=tags or (),
-            system_prompt_addendum=system_prompt,
-            format=format,
-            **filters,
-        )
+        opened = _store(store)
+        with progress_bar(show_progress(json_output)) as progress:
+            task = progress.add_task("Mining sessions", total=None) if progress is not None else None
+
+            def advance(_session: object) -> None:
+                if progress is not None and task is not None:
+                    progress.advance(task)
+
+            result = build_template_with_report(
+                name,
+                paths,
+                store=opened,
+                description=description,
+                task_type=task_type,
+                tags=tags or (),
+                system_prompt_addendum=system_prompt,
+                format=format,
+                on_session=advance,
+                **filters,
+            )
         if json_output:
             print_json(result.as_dict())
             return

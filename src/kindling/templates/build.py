@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,21 @@ class BuildResult:
         }
 
 
-def _iter_all(sources: Sequence[str | Path], fmt: str | None, report: ReadReport) -> Iterator[Session]:
+def _iter_all(
+    sources: Sequence[str | Path],
+    fmt: str | None,
+    report: ReadReport,
+    on_session: Callable[[Session], None] | None,
+) -> Iterator[Session]:
     from kindling.sessions import iter_sessions
 
-    for source in sources:
-        yield from iter_sessions(source, fmt, report=report)
+    # Open every source before reading any, so a bad path fails at once, not after minutes.
+    streams = [iter_sessions(source, fmt, report=report) for source in sources]
+    for stream in streams:
+        for session in stream:
+            if on_session is not None:
+                on_session(session)
+            yield session
 
 
 def build_template_with_report(
@@ -52,9 +62,13 @@ def build_template_with_report(
     tags: Sequence[str] = (),
     system_prompt_addendum: str = "",
     format: str | None = None,
+    on_session: Callable[[Session], None] | None = None,
     **mining_filters: Any,
 ) -> BuildResult:
-    """Like ``build_template`` but also return the read report and the mining stats."""
+    """Like ``build_template`` but also return the read report and the mining counts.
+
+    ``on_session`` is called with every session read (for progress bars).
+    """
     from kindling.mining import classify_calls, mine
 
     validate_name(name)
@@ -62,7 +76,7 @@ def build_template_with_report(
         raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
     report = ReadReport()
     try:
-        result = mine(_iter_all(sources, format, report), report=report, **mining_filters)
+        result = mine(_iter_all(sources, format, report, on_session), report=report, **mining_filters)
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
