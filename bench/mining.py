@@ -25,6 +25,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,42 @@ def measure(kind: str, path: Path, repeats: int) -> dict[str, Any]:
     return best
 
 
+def synthetic_sessions(sessions: int, distinct: int, calls: int = 10) -> Iterator[Any]:
+    """Stream sessions of 21 messages whose calls cycle through ``distinct`` different commands."""
+    from kindling.sessions.model import Message, Session, ToolCall
+
+    for i in range(sessions):
+        messages = [Message("user", f"task {i}")]
+        for j in range(calls):
+            k = (i * calls + j) % distinct
+            call = ToolCall(f"c{j}", "terminal", {"command": f"echo {k}", "cwd": "/srv/app"})
+            messages.append(Message("assistant", None, (call,)))
+            messages.append(Message("tool", f"output of command {k} " + "x" * 300, tool_call_id=f"c{j}"))
+        yield Session(f"s{i}", "cli", tuple(messages), started_at=float(i))
+
+
+def memory_scaling(quick: bool) -> None:
+    """Print mining's traced peak memory as input and distinct examples grow independently."""
+    import tracemalloc
+
+    from kindling.mining import mine
+
+    base = 1000 if quick else 10000
+    cases = ((base, 100), (2 * base, 100), (2 * base, 100 * (10 if quick else 100)))
+    print("\nmemory: mine() over streamed synthetic sessions (traced peak, reader excluded)")
+    first: float | None = None
+    for sessions, distinct in cases:
+        tracemalloc.start()
+        result = mine(synthetic_sessions(sessions, distinct), max_examples=100)
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        first = first or peak
+        print(
+            f"  {result.stats.messages:>9,} messages, {result.distinct:>7,} distinct kept: "
+            f"peak {peak:7.2f} MB ({peak / first:.1f}x the first)"
+        )
+
+
 def text_accuracy(path: Path) -> tuple[float | None, int]:
     """Return the task-text classifier's accuracy against the tool-call type, and sessions judged."""
     from kindling.mining import measure_text_accuracy
@@ -201,6 +238,7 @@ def main() -> None:
         print(f"  mining share spent in the reader: {reader['seconds'] / mining['seconds']:.0%}")
         print(f"  distinct examples kept: {mining['distinct']:,} (returned {mining['examples']})")
         print(f"  peak memory above the reader alone: {mining['peak_rss_mb'] - reader['peak_rss_mb']:.1f} MB")
+    memory_scaling(args.quick)
     accuracy, judged = text_accuracy(sample_db(sizes[0], args.cache))
     if accuracy is not None:
         print(f"\ntask-text classification accuracy vs tool-call type: {accuracy:.1%} of {judged} sessions")

@@ -23,6 +23,8 @@ def test_bench_quick_prints_figures(tmp_path: Path) -> None:
         assert len(re.findall(rf"^  {kind}\s+[\d,]+ msg/s .* peak\s+[\d.]+ MB$", out, re.M)) == 2, out
     ratios = [float(x) for x in re.findall(r"ratio mining/baseline: ([\d.]+)x", out)]
     assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    peaks = [float(x) for x in re.findall(r"distinct kept: peak\s+([\d.]+) MB", out)]
+    assert len(peaks) == 3 and peaks[2] > peaks[1]
     accuracy = re.search(r"accuracy vs tool-call type: ([\d.]+)% of (\d+) sessions", out)
     assert accuracy is not None and float(accuracy.group(1)) > 50
     assert sorted(re.sub(r".*-s(\d+)-.*", r"\1", p.name) for p in tmp_path.glob("*.db")) == ["120", "60"]

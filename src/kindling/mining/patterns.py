@@ -231,6 +231,8 @@ def mine(
                 else:
                     recency_kept = recency
                     count = 1
+                    # orjson's bytes keep a ~4 KB buffer; a right-sized copy keeps memory per example small.
+                    key = (call.name, bytes(memoryview(canonical)))
                 result_text = content or ""
                 if len(result_text) > result_chars:
                     result_text = truncate(result_text, result_chars)
