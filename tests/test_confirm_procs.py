@@ -56,6 +56,7 @@ def test_kill_9_loses_nothing_and_pending_still_expire(tmp_path: Path) -> None:
     finally:
         daemon.stop()
     restarted = DaemonProcess(db).start()
+    restarted_at = time.time()
     try:
 
         def status(request: dict[str, object]) -> str:
@@ -71,7 +72,9 @@ def test_kill_9_loses_nothing_and_pending_still_expire(tmp_path: Path) -> None:
         time.sleep(max(0.0, expires_at - time.time()) + 1.0)
         record = store.get(str(short_pending["id"]))
         assert record.status == "expired"
-        assert record.decided_at is not None and record.decided_at - expires_at < 1.0
+        # On time: within a couple of sweeps of the deadline (or of the restart, had it come later).
+        assert record.decided_at is not None
+        assert expires_at <= record.decided_at < max(expires_at, restarted_at) + 2.0
         assert status(long_pending) == "pending"
         assert store.verify_audit().ok
         # A decision still works on the survivor.
