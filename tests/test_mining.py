@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kindling.mining import OutcomeStatus, canonical_arguments, mine, mining_config_path, truncate
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
@@ -381,3 +383,49 @@ def test_negative_limits_are_rejected() -> None:
         mine([], max_examples=-1)
     with pytest.raises(ValueError, match="result_chars"):
         mine([], result_chars=0)
+
+
+turn_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["terminal", "read_file", "web_search", "patch"]),
+        st.integers(min_value=0, max_value=5),
+        st.sampled_from(["ok", "fail", "missing"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns=st.lists(turn_strategy, min_size=1, max_size=8), data=st.data())
+def test_pairing_survives_any_answer_order(
+    turns: list[list[tuple[str, int, str]]], data: st.DataObject
+) -> None:
+    messages: list[Message] = [Message(role="user", content="go")]
+    expected_failed = expected_paired = expected_unanswered = 0
+    for t, turn in enumerate(turns):
+        calls = tuple(call(f"t{t}c{i}", name, {"n": n}) for i, (name, n, _) in enumerate(turn))
+        messages.append(Message(role="assistant", tool_calls=calls))
+        answers = []
+        for c, (name, n, fate) in zip(calls, turn, strict=True):
+            if fate == "missing":
+                expected_unanswered += 1
+                continue
+            expected_paired += 1
+            expected_failed += fate == "fail"
+            text = f"done {name} {n}" if fate == "ok" else f"Error: {name} {n} broke"
+            answers.append(result(c.id, text))
+        messages.extend(data.draw(st.permutations(answers)))
+    mined = mine([session("h", messages)], min_messages=0)
+    stats = mined.stats
+    assert stats.tool_calls == sum(len(turn) for turn in turns)
+    assert (stats.results_paired, stats.results_failed, stats.calls_unanswered) == (
+        expected_paired,
+        expected_failed,
+        expected_unanswered,
+    )
+    assert not stats.skipped
+    for example in mined.examples:
+        # Each kept result is the one its own call produced, whatever order the answers came in.
+        assert example.result == f"done {example.tool_name} {example.arguments['n']}"
+    assert sum(e.count for e in mined.examples) == expected_paired - expected_failed
