@@ -151,6 +151,17 @@ def test_legacy_export_has_exactly_its_keys_and_round_trips(fmt: str, source: di
         }
 
 
+def test_format_detection_is_not_fooled_by_shared_keys() -> None:
+    native = export_template(make_template(tags=["x"], system_prompt_addendum="s"))
+    del native["schema_version"]
+    assert detect_template_format(native) == "kindling"
+    native["examples"] = []
+    assert detect_template_format(native) == "kindling"
+    assert detect_template_format({**WARM_SESSIONS_FILE, "examples": []}) == "warm_sessions"
+    assert detect_template_format({**SESSION_TEMPLATES_FILE, "examples": []}) == "session-templates"
+    assert detect_template_format({"name": "bare"}) == "kindling"
+
+
 def test_kindling_export_round_trips() -> None:
     template = make_template(tags=["x"], task_type="mixed")
     assert parse_template(export_template(template)) == template

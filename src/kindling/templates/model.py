@@ -198,18 +198,19 @@ def detect_template_format(data: Any) -> str:
     """
     if not isinstance(data, dict):
         raise TemplateError(f"A template must be a JSON object, not {type(data).__name__}.")
-    if "schema_version" in data:
+    if "schema_version" in data or "updated_at" in data:
         return "kindling"
     examples = data.get("examples")
     first = examples[0] if isinstance(examples, list) and examples else None
     if isinstance(first, dict):
         if "result_summary" in first or "context_hint" in first or "result_success" in first:
             return "warm_sessions"
-        if "success" in first or ("result" in first and "outcome" not in first):
+        if "success" in first or ("result" in first and "outcome" not in first and "context" not in first):
             return "session-templates"
-    if "source_session_id" in data or ("task_type" in data and "updated_at" not in data):
+    keys = set(data)
+    if "source_session_id" in keys or ("task_type" in keys and keys <= set(_SESSION_TEMPLATES_KEYS)):
         return "session-templates"
-    if "system_prompt_addendum" in data or "source_session_ids" in data:
+    if keys <= set(_WARM_SESSIONS_KEYS) and keys & {"system_prompt_addendum", "source_session_ids"}:
         return "warm_sessions"
     return "kindling"
 
