@@ -249,8 +249,9 @@ class ConfirmationStore:
                             url=url,
                             event="submitted",
                             title=f"Confirmation needed: {action}",
+                            # The page link, not the API's approve URL: deciding needs a signed-in approver.
                             body=f"{description}\n\nrequest {request_id} · digest {digest[:16]} · "
-                            f"expires in {timeout}s",
+                            f"expires in {timeout}s\nDecide at {s.base_url}/ui#req-{request_id}",
                             status="pending",
                             attempts=0,
                             next_attempt_at=now,
