@@ -78,7 +78,7 @@ def test_outbox_delivers_and_retries_without_blocking(tmp_path: Path, hook: Hook
         _until(lambda: len(hook.bodies) == 1)
         assert "wipe_database" in hook.bodies[0]["title"]
         assert "Drop staging" in hook.bodies[0]["message"] and rid in hook.bodies[0]["message"]
-        assert f"/ui#req-{rid}" in hook.bodies[0]["message"]
+        assert f"{server.base_url}/ui#req-{rid}" in hook.bodies[0]["message"]
         _until(lambda: any(row["status"] == "dead" for row in store.outbox()))
         rows = {row["url"].split("/")[2]: row for row in store.outbox()}
         sent = rows[f"127.0.0.1:{hook.port}"]

@@ -63,6 +63,9 @@ class ServerThread:
         # Links in responses must point at the port really chosen.
         if not self.settings.public_url:
             self.app.state.settings = self.settings.with_(port=self.port)
+            store = self.app.state.store
+            if store.settings.port == 0 and not store.settings.public_url:
+                store.settings = store.settings.with_(port=self.port)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
