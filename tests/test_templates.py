@@ -364,6 +364,49 @@ def test_two_processes_lose_no_update(target: str, store: TemplateStore) -> None
         assert leftovers == []
 
 
+FIRST_SAVE_CHILD = textwrap.dedent(
+    """
+    import sys
+    from kindling.templates import open_store, Template
+
+    target, tag = sys.argv[1], sys.argv[2]
+    store = open_store(target)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(8):
+        store.save(Template(name="fresh", description=f"{tag}-{i}"))
+    print("done", flush=True)
+    """
+)
+
+
+def test_two_processes_creating_one_new_name_keep_every_version(target: str, store: TemplateStore) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_SAVE_CHILD, target, tag],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("p1", "p2")
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.strip() == "done"
+    assert store.versions("fresh") == list(range(1, 17))
+    descriptions = {store.get("fresh", v).description for v in range(1, 17)}
+    assert descriptions == {f"{tag}-{i}" for tag in ("p1", "p2") for i in range(8)}
+
+
 KILLED_CHILD = textwrap.dedent(
     """
     import sys, time

@@ -215,3 +215,15 @@ def test_store_option_uses_sqlite(sample_db: Path, tmp_path: Path) -> None:
     open_store(db).save(Template(name="extra"))
     listed = json.loads(run("templates", "list", "--store", str(db), "--json").output)
     assert [t["name"] for t in listed["templates"]] == ["extra", "sql"]
+
+
+@pytest.mark.postgres
+def test_build_and_warm_on_postgresql(sample_db: Path, pg_url: str) -> None:
+    assert run("build", "pg", str(sample_db), "--store", pg_url, "--tag", "sql").exit_code == 0
+    data = json.loads(run("warm", "--auto", "--task", "run the tests", "--store", pg_url, "--json").output)
+    assert data["template"] == "pg"
+    validate_conversation(data["messages"], strict_ids=True)
+    shown = json.loads(run("templates", "show", "pg", "--store", pg_url, "--json").output)
+    assert shown["usage_count"] == 1
+    assert shown["tags"] == ["sql"]
+    assert json.loads(run("templates", "path", "--store", pg_url, "--json").output)["kind"] == "sql"
