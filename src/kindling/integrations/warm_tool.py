@@ -217,7 +217,10 @@ _HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 def warm_session(args: dict[str, Any]) -> str:
-    """Handle a ``warm_session`` call; return the JSON result (``success`` false with ``error`` on failure)."""
+    """Handle a ``warm_session`` call; return its JSON result. Never raises.
+
+    Success: ``{"success": true, "action": ..., ...data}``; failure: ``{"success": false, "error": ...}``.
+    """
     if not isinstance(args, dict):
         return json.dumps({"success": False, "error": "Arguments must be a JSON object."})
     action = args.get("action")

@@ -92,7 +92,8 @@ def validate_name(name: str, *, kind: str = "template") -> str:
         raise InvalidNameError(f"A {kind} name cannot be empty.", name=str(name), kind=kind)
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidNameError(
-            f"{kind.capitalize()} name {name[:20]!r}... is {len(name)} characters; the limit is {MAX_NAME_LENGTH}.",
+            f"{kind.capitalize()} name {name[:20]!r}... is {len(name)} characters; "
+            f"the limit is {MAX_NAME_LENGTH}.",
             name=name,
             kind=kind,
         )

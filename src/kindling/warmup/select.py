@@ -5,8 +5,10 @@ arguments to the task text, plus the relevance of the past session they came fro
 then made diverse (no tool repeats while another relevant tool is still unused, and one example of
 each remaining tool comes before any repeat, since tasks use tools their text does not name);
 finally examples are taken in that order while they fit the token budget, each result truncated to
-a per-example share. ``bench/selection.py`` measures this against the prototypes' rules. A template is chosen by the task text's
-task type, then by tags named in the task, then least-used first (the prototypes' rule).
+a per-example share. ``bench/selection.py`` measures this against the prototypes' rules.
+
+A template is chosen by the task text's task type, then by tags named in the task, then least-used
+first (the prototypes' rule).
 """
 
 from __future__ import annotations
@@ -236,8 +238,8 @@ def select_examples(
     """Return the examples to inject for ``task``: ranked, diverse, filling at most ``budget`` tokens.
 
     ``order`` overrides the ranking (used by the benchmark's baselines). Each example gets an
-    equal share of the budget (``budget / max_examples``) and its result is truncated to fit it. Raises ConversationError for an
-    unknown style.
+    equal share of the budget (``budget / max_examples``) and its result is truncated to fit it.
+    Raises ConversationError for an unknown style.
     """
     chosen_style = check_style(style)
     ranking = list(order) if order is not None else rank_examples(examples, task, index=index)
