@@ -336,8 +336,8 @@ def assemble_sessions(
     known: set[str] = set()
     append = messages.append
     roles = ROLES
-    for row in message_rows:
-        session_key = row[0]
+    sentinels = CONTENT_SENTINELS
+    for session_key, order, role, content, call_id, raw_calls, tool_name, stamp in message_rows:
         if session_key != current:
             if current_row is not None:
                 yield _session(current_row, messages)
@@ -359,31 +359,29 @@ def assemble_sessions(
         if current_row is None:
             report.skip("message_without_session")
             continue
-        role = row[2]
         if role not in roles:
             role = normalize_role(role)
             if role is None:
                 report.skip("unknown_role")
                 continue
-        content = row[3]
         if content is not None:
             if type(content) is not str:
                 content = _text(content)
-            elif content[:1] in ("\x00", "\x01") and content.startswith(CONTENT_SENTINELS):
+            elif content.startswith(sentinels):
                 content = decode_sentinel(content)
         calls: tuple[ToolCall, ...] = ()
-        if row[5]:
-            calls = parse_tool_calls(row[5], report, id_prefix=f"{session_key}:{row[1]}")
+        if raw_calls:
+            calls = parse_tool_calls(raw_calls, report, id_prefix=f"{session_key}:{order}")
             for call in calls:
                 known.add(call.id)
-        call_id = row[4]
+        if call_id is not None and type(call_id) is not str:
+            call_id = str(call_id)
         if role == "tool" and (call_id is None or call_id not in known):
             report.skip("orphan_tool_result")
             continue
-        stamp = row[7]
         if stamp is not None and type(stamp) is not float:
             stamp = _epoch(stamp)
-        append(build_message(role, content, calls, call_id, row[6], None, stamp))
+        append(build_message(role, content, calls, call_id, tool_name, None, stamp))
     if current_row is not None:
         yield _session(current_row, messages)
     while pending is not None:
