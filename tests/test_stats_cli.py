@@ -172,3 +172,53 @@ def test_stats_on_postgresql_matches_sqlite(sample_db: Path, pg_url: str) -> Non
         "task_types",
     ):
         assert from_pg[key] == from_sqlite[key], key
+
+
+def test_stats_on_tau2_uses_error_flags_and_ignores_the_simulated_users_calls(tmp_path: Path) -> None:
+    def tool(call_id: str, content: str, error: bool, requestor: str = "assistant") -> dict[str, object]:
+        return {"role": "tool", "id": call_id, "content": content, "requestor": requestor, "error": error}
+
+    messages = [
+        {"role": "assistant", "content": "Hi! How can I help?"},
+        {
+            "role": "user",
+            "content": "No signal. Toggling airplane mode.",
+            "tool_calls": [
+                {"id": "u1", "name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}
+            ],
+        },
+        tool("u1", "Airplane mode is now OFF", False, "user"),
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a1", "name": "get_customer", "arguments": {"phone": "1"}, "requestor": "assistant"},
+                {"id": "a2", "name": "get_usage", "arguments": {"line": "L1"}, "requestor": "assistant"},
+            ],
+        },
+        # Answered out of order; a2's text looks harmless but the source flags it as an error.
+        tool("a2", "Line not found", True),
+        tool("a1", '{"customer_id": "C1", "note": "error-free"}', False),
+        {"role": "assistant", "content": "Done."},
+    ]
+    document = {
+        "info": {"agent_info": {"llm": "m"}, "user_info": {"llm": "m"}},
+        "tasks": [{"id": "t1"}],
+        "simulations": [
+            {"id": "sim-1", "task_id": "t1", "trial": 0, "reward_info": {"reward": 1.0}, "messages": messages}
+        ],
+    }
+    path = tmp_path / "tau2.json"
+    path.write_bytes(orjson.dumps(document))
+    result = CliRunner().invoke(app, ["stats", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    assert (data["sessions"], data["tool_calls"], data["results_paired"], data["results_failed"]) == (
+        1,
+        2,
+        2,
+        1,
+    )
+    assert data["tools"]["get_usage"]["failures"] == 1 and data["tools"]["get_customer"]["failures"] == 0
+    assert "toggle_airplane_mode" not in data["tools"]
+    assert data["skipped"]["user_tool_call"] == 1
