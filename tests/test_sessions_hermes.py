@@ -402,3 +402,17 @@ def test_postgres_boolean_active_and_jsonb_calls(pg_url: str) -> None:
 def test_postgres_unreachable_is_one_clear_error() -> None:
     with pytest.raises(SourceError, match=r"Cannot open postgresql://postgres@127.0.0.1:1/x"):
         iter_sessions("postgresql://postgres@127.0.0.1:1/x")
+
+
+def test_integer_tool_call_ids_still_pair(tmp_path: Path) -> None:
+    # SQLite is dynamically typed: an id written as a number comes back as an int.
+    db = HermesDB("sqlite", str(tmp_path / "state.db")).create("early")
+    db.session("s1")
+    db.message(
+        "s1", "assistant", None, tool_calls=[{"id": 7, "function": {"name": "memory", "arguments": "{}"}}]
+    )
+    db.message("s1", "tool", "ok", tool_call_id=7)
+    db.close()
+    (session,), report = read(str(tmp_path / "state.db"))
+    assert [m.tool_call_id for m in session.messages] == [None, "7"]
+    assert session.messages[0].tool_calls[0].id == "7" and report.skipped == {}
