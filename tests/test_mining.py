@@ -357,7 +357,9 @@ def test_max_sessions_stops_reading() -> None:
     assert mined.sessions_mined == 2
     assert consumed == ["s0", "s1", "s2", "s3"]
     assert sorted(e.session_id for e in mined.examples) == ["s1", "s3"]
-    assert mine(iter([_one_call_session("x")]), max_sessions=0).examples == []
+    consumed.clear()
+    assert mine(stream(), max_sessions=0).examples == []
+    assert consumed == []
 
 
 def test_stats_only_mode_and_reader_report() -> None:

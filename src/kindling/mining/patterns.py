@@ -151,16 +151,17 @@ def mine(
     filtered: Counter[str] = Counter()
     skipped = stats.skipped
     tally = stats.tally
-    # key -> [count, last_seen, sequence, result, context, session_id, source, position, tool, raw]
+    # (tool, canonical arguments) -> [count, last_seen, sequence, result, context, session_id, source,
+    # position, raw_arguments]: plain lists, because this is touched for every successful call.
     kept: dict[tuple[str, bytes], list[Any]] = {}
     mined = 0
     unanswered = 0
     dumps = orjson.dumps
     classify_calls = tasks.classify_calls
 
+    if max_sessions == 0 and want_examples:
+        sessions = ()  # read nothing at all, not even one session
     for sequence, session in enumerate(sessions):
-        if max_sessions == 0 and want_examples:
-            break
         messages = session.messages
         count = len(messages)
         cohort = cohort_of(count)
