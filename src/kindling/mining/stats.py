@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.mining.tasktype import TaskType
-from kindling.sessions.model import ReadReport
+from kindling.sessions.model import ReadReport, Session
 
 # (name, smallest message count, largest message count or None)
 COHORTS: tuple[tuple[str, int, int | None], ...] = (
@@ -173,7 +173,7 @@ def compare_cohorts(cohorts: dict[str, dict[str, Any]], first: str, second: str)
     }
 
 
-def compute_stats(sessions: Iterable[Any], *, report: ReadReport | None = None) -> MiningStats:
+def compute_stats(sessions: Iterable[Session], *, report: ReadReport | None = None) -> MiningStats:
     """Return the stats of ``sessions`` without mining examples (a thin wrapper over ``mine``).
 
     Raises ConfigError when the user's mining config is invalid.
