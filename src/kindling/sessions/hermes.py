@@ -78,7 +78,11 @@ def read_hermes_sqlite(path: str | Path, report: ReadReport) -> Iterator[Session
         # Two connections: each has its own text decoder (see _stream), so a row with bad bytes in
         # one table never changes how the other is decoded.
         for _ in range(2):
-            connections.append(sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000))
+            # Not shared between threads at once, but a stream may be started in one thread and
+            # consumed in another (background reviews, schedulers).
+            connections.append(
+                sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
+            )
         message_columns = _sqlite_columns(connections[0], "messages")
         session_columns = _sqlite_columns(connections[1], "sessions")
         _require_tables(str(db_path), message_columns, session_columns)
