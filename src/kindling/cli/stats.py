@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
                 help="Session sources: a Hermes state.db, a postgresql:// URL, JSONL exports, tau-bench "
                 "results. Several are read as one. Default: $HERMES_HOME/state.db.",
                 show_default=False,
+                metavar="SOURCE",
             ),
         ] = None,
         format: Annotated[
