@@ -16,8 +16,8 @@ import orjson
 import psycopg
 import pytest
 
-from kindling.errors import SourceError
-from kindling.sessions import ReadReport, detect_format, iter_sessions
+from kindling.errors import NotFoundError, SourceError
+from kindling.sessions import ReadReport, detect_format, find_session, iter_sessions
 
 EARLY_SESSIONS = """CREATE TABLE sessions (
     id TEXT PRIMARY KEY, source TEXT NOT NULL, user_id TEXT, model TEXT, model_config TEXT,
@@ -416,3 +416,25 @@ def test_integer_tool_call_ids_still_pair(tmp_path: Path) -> None:
     (session,), report = read(str(tmp_path / "state.db"))
     assert [m.tool_call_id for m in session.messages] == [None, "7"]
     assert session.messages[0].tool_calls[0].id == "7" and report.skipped == {}
+
+
+def test_find_session_asks_for_one_session(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    fill_basic(hermes_db)
+    found = find_session(hermes_db.source, "s1")
+    assert [m.role for m in found.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert find_session(hermes_db.source, "s3").messages == ()
+    with pytest.raises(NotFoundError, match="No session 'nope'"):
+        find_session(hermes_db.source, "nope")
+
+
+def test_a_stream_opened_in_one_thread_can_be_read_in_another(tmp_path: Path) -> None:
+    db = HermesDB("sqlite", str(tmp_path / "state.db")).create("late")
+    fill_basic(db)
+    db.close()
+    stream = iter_sessions(str(tmp_path / "state.db"))
+    ids: list[str] = []
+    worker = threading.Thread(target=lambda: ids.extend(s.id for s in stream))
+    worker.start()
+    worker.join()
+    assert ids == ["s1", "s2", "s3"]

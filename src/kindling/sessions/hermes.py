@@ -59,7 +59,9 @@ def is_postgres_url(source: str | Path) -> bool:
 # --------------------------------------------------------------------------------------- SQLite
 
 
-def read_hermes_sqlite(path: str | Path, report: ReadReport) -> Iterator[Session]:
+def read_hermes_sqlite(
+    path: str | Path, report: ReadReport, *, session_id: str | None = None
+) -> Iterator[Session]:
     """Open a Hermes ``state.db`` read-only and return an iterator over its sessions.
 
     The database is opened here, so an unopenable file fails at once. Raises SourceError when the
@@ -92,7 +94,7 @@ def read_hermes_sqlite(path: str | Path, report: ReadReport) -> Iterator[Session
     except SourceError:
         _close_all(connections)
         raise
-    return _read_sqlite(connections, db_path, message_columns, session_columns, report)
+    return _read_sqlite(connections, db_path, message_columns, session_columns, report, session_id)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
@@ -150,17 +152,28 @@ def _read_sqlite(
     message_columns: dict[str, str],
     session_columns: dict[str, str],
     report: ReadReport,
+    session_id: str | None,
 ) -> Iterator[Session]:
     message_select, session_select, order = _select_lists(message_columns, session_columns)
-    where = " WHERE active = 1" if "active" in message_columns else ""
+    conditions = ["active = 1"] if "active" in message_columns else []
+    params: tuple[str, ...] = ()
+    session_where = ""
+    if session_id is not None:
+        conditions.append("session_id = ?")
+        params = (session_id,)
+        session_where = " WHERE id = ?"
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     # Messages first: a session committed in between then shows up empty rather than its messages
     # showing up without their session.
     message_rows = _stream(
         connections[0],
         f"SELECT {message_select} FROM messages{where} ORDER BY session_id, {order}",
+        params,
         report,
     )
-    session_rows = _stream(connections[1], f"SELECT {session_select} FROM sessions ORDER BY id", report)
+    session_rows = _stream(
+        connections[1], f"SELECT {session_select} FROM sessions{session_where} ORDER BY id", params, report
+    )
     try:
         yield from assemble_sessions(message_rows, session_rows, report, key=_sqlite_order_key)
     except sqlite3.DatabaseError as exc:
@@ -175,9 +188,11 @@ def _read_sqlite(
         _close_all(connections)
 
 
-def _stream(conn: sqlite3.Connection, sql: str, report: ReadReport) -> Generator[Any, None, None]:
+def _stream(
+    conn: sqlite3.Connection, sql: str, params: tuple[str, ...], report: ReadReport
+) -> Generator[Any, None, None]:
     """Yield the rows of ``sql``; rows holding bytes that are not UTF-8 are counted and skipped."""
-    cursor = conn.execute(sql)
+    cursor = conn.execute(sql, params)
     try:
         yield from cursor
         return
@@ -221,7 +236,7 @@ def _sqlite_order_key(value: Any) -> tuple[int, Any]:
 # ----------------------------------------------------------------------------------- PostgreSQL
 
 
-def read_hermes_postgres(url: str, report: ReadReport) -> Iterator[Session]:
+def read_hermes_postgres(url: str, report: ReadReport, *, session_id: str | None = None) -> Iterator[Session]:
     """Connect to Hermes tables on PostgreSQL and return an iterator over the sessions.
 
     Streams through server-side cursors in one read-only transaction. Raises SourceError when the
@@ -247,7 +262,7 @@ def read_hermes_postgres(url: str, report: ReadReport) -> Iterator[Session]:
     except SourceError:
         conn.close()
         raise
-    return _read_postgres(conn, label, message_columns, session_columns, report)
+    return _read_postgres(conn, label, message_columns, session_columns, report, session_id)
 
 
 def _label(url: str) -> str:
@@ -275,6 +290,7 @@ def _read_postgres(
     message_columns: dict[str, str],
     session_columns: dict[str, str],
     report: ReadReport,
+    session_id: str | None,
 ) -> Iterator[Session]:
     import psycopg
 
@@ -282,17 +298,24 @@ def _read_postgres(
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
-    where = ""
+    conditions = []
     if "active" in message_columns:
-        where = " WHERE active" if message_columns["active"] == "boolean" else " WHERE active = 1"
+        conditions.append("active" if message_columns["active"] == "boolean" else "active = 1")
+    params: tuple[str, ...] = ()
+    session_where = ""
+    if session_id is not None:
+        conditions.append("session_id = %s")
+        params = (session_id,)
+        session_where = " WHERE id = %s"
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     # C collation: byte order of UTF-8 equals Python's code-point order, which the merge relies on.
     message_sql = f'SELECT {message_select} FROM messages{where} ORDER BY session_id COLLATE "C", {order}'
-    session_sql = f'SELECT {session_select} FROM sessions ORDER BY id COLLATE "C"'
+    session_sql = f'SELECT {session_select} FROM sessions{session_where} ORDER BY id COLLATE "C"'
 
     def rows(name: str, sql: str) -> Generator[Any, None, None]:
         with conn.cursor(name=name) as cursor:
             cursor.itersize = _FETCH_SIZE
-            cursor.execute(sql)
+            cursor.execute(sql, params)
             yield from cursor
 
     message_rows = rows("kindling_messages", message_sql)

@@ -238,7 +238,21 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
 
     Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
     """
-    for session in iter_sessions(source, format):
+    resolved = resolve_source(source)
+    fmt = format or detect_format(resolved)
+    if fmt == HERMES:
+        # Hermes databases can be asked for the one session instead of scanning them all.
+        from kindling.sessions.hermes import read_hermes_postgres, read_hermes_sqlite
+
+        report = ReadReport()
+        if isinstance(resolved, str):
+            found = read_hermes_postgres(resolved, report, session_id=session_id)
+        else:
+            found = read_hermes_sqlite(resolved, report, session_id=session_id)
+        sessions: Iterator[Session] = found
+    else:
+        sessions = iter_sessions(resolved, fmt)
+    for session in sessions:
         if session.id == session_id:
             return session
     raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
