@@ -451,3 +451,23 @@ def test_gzipped_json_array_and_sqlite_url(tmp_path: Path) -> None:
     assert len(sessions) == 2 and report.skipped == {}
     db = generate_sample_db(tmp_path / "state.db", sessions=3)
     assert len(list(iter_sessions(f"sqlite:///{db}"))) == 3
+
+
+def test_sharegpt_bare_tool_results_are_kept_whole(tmp_path: Path) -> None:
+    record = {
+        "conversations": [
+            {"from": "human", "value": "read it"},
+            {
+                "from": "gpt",
+                "value": '<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}\n</tool_call>',
+            },
+            {
+                "from": "tool",
+                "value": '<tool_response>\n{"content": "x = 1", "total_lines": 1}\n</tool_response>',
+            },
+        ],
+        "source": "hermes-agent",
+    }
+    (session,), _ = read(jsonl(tmp_path / "t.jsonl", record))
+    assert session.messages[2].content == '{"content": "x = 1", "total_lines": 1}'
+    assert session.metadata["source"] == "hermes-agent"

@@ -253,7 +253,9 @@ def _sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
         completed = record.get("completed")
         end_reason = None if completed is None else ("completed" if completed else "incomplete")
         metadata = {
-            key: record[key] for key in ("task_id", "toolsets", "partial") if record.get(key) is not None
+            key: record[key]
+            for key in ("task_id", "toolsets", "partial", "source")
+            if record.get(key) is not None
         }
         yield Session(
             session_id,
@@ -323,9 +325,11 @@ def _tool_responses(value: str, pending: list[ToolCall], report: ReadReport) -> 
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
             data = None
-        if isinstance(data, dict):
+        # The Hermes wrapper is {"tool_call_id", "name", "content"}; some trajectories hold the bare
+        # result instead, which may itself have a "content" key (read_file does): keep it whole.
+        if isinstance(data, dict) and ("name" in data or "tool_call_id" in data) and "content" in data:
             call_id, name = data.get("tool_call_id"), data.get("name")
-            content = data.get("content", body)
+            content = data["content"]
         call = _match(pending, call_id, name)
         if call is None:
             report.skip("orphan_tool_result")
