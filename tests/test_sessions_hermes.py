@@ -438,3 +438,19 @@ def test_a_stream_opened_in_one_thread_can_be_read_in_another(tmp_path: Path) ->
     worker.start()
     worker.join()
     assert ids == ["s1", "s2", "s3"]
+
+
+def test_blob_contents_decode_or_count(tmp_path: Path) -> None:
+    db = HermesDB("sqlite", str(tmp_path / "state.db")).create("early")
+    db.session("s1")
+    db.message("s1", "user", "text")
+    db.conn.execute(
+        "INSERT INTO messages (id, session_id, role, content, timestamp) VALUES (50, 's1', 'user', X'6869', 1.0)"
+    )
+    db.conn.execute(
+        "INSERT INTO messages (id, session_id, role, content, timestamp) VALUES (51, 's1', 'user', X'FF00', 1.0)"
+    )
+    db.close()
+    (session,), report = read(str(tmp_path / "state.db"))
+    assert [m.content for m in session.messages] == ["text", "hi"]
+    assert report.skipped == {"invalid_utf8": 1}

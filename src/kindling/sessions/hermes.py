@@ -392,8 +392,15 @@ def assemble_sessions(
                 report.skip("unknown_role")
                 continue
         if content is not None:
-            if type(content) is not str:
-                content = _text(content)
+            if type(content) is bytes:
+                # A BLOB where Hermes writes text: fine when it is UTF-8, skipped (counted) when not.
+                try:
+                    content = content.decode("utf-8")
+                except UnicodeDecodeError:
+                    report.skip("invalid_utf8")
+                    continue
+            elif type(content) is not str:
+                content = str(content)
             elif content.startswith(sentinels):
                 content = decode_sentinel(content)
         calls: tuple[ToolCall, ...] = ()
@@ -435,12 +442,6 @@ def _session(row: Sequence[Any], messages: list[Message]) -> Session:
         None,
         metadata,
     )
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
 
 
 def _epoch(value: Any) -> float | None:
