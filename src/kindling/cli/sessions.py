@@ -57,11 +57,11 @@ def sessions_command(
       kindling sessions ~/.hermes --show 20260105_101500_a1b2c3
     """
     from kindling.config import hermes_state_db
-    from kindling.sessions import find_session, summarize_source
+    from kindling.sessions import summarize_source
 
     paths: list[str] = list(sources) if sources else [str(hermes_state_db())]
     if show is not None:
-        session = _find_in(paths, show, format, find_session)
+        session = _find_in(paths, show, format)
         if json_output:
             print_json(session.as_dict())
         else:
@@ -89,12 +89,13 @@ def sessions_command(
     _print_table(results, totals)
 
 
-def _find_in(paths: list[str], session_id: str, format: str | None, finder: Any) -> Any:
+def _find_in(paths: list[str], session_id: str, format: str | None) -> Any:
     from kindling.errors import NotFoundError
+    from kindling.sessions import find_session
 
     for source in paths:
         try:
-            return finder(source, session_id, format)
+            return find_session(source, session_id, format)
         except NotFoundError:
             continue
     raise NotFoundError(f"No session {session_id!r} in {', '.join(paths)}.", kind="session", name=session_id)
