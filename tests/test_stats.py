@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,25 @@ def test_sessions_without_tools_and_unanswered_calls() -> None:
         "unknown": 0,
         "failure_rate": None,
     }
+
+
+@pytest.mark.parametrize("by_tool", [False, True])
+def test_plot_of_no_sessions_still_draws(tmp_path: Path, by_tool: bool) -> None:
+    import warnings
+
+    from kindling.mining.plot import plot_failure_rates
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        target = plot_failure_rates(compute_stats([]).as_dict(), tmp_path / "empty.png", by_tool=by_tool)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_into_an_unwritable_place_is_a_store_error(tmp_path: Path) -> None:
+    from kindling.errors import StoreError
+    from kindling.mining.plot import plot_failure_rates
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="Cannot write"):
+        plot_failure_rates(compute_stats([]).as_dict(), blocker / "sub" / "p.png")

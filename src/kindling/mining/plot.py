@@ -65,7 +65,10 @@ def plot_failure_rates(
                 capsize=2,
                 label=tool,
             )
-        axes.legend(fontsize="small", ncols=2)
+        if tools:
+            axes.legend(fontsize="small", ncols=2)
+        else:
+            axes.text(0.5, 0.5, "no tool calls", transform=axes.transAxes, ha="center")
         axes.set_title("Tool failure rate by session length (Wilson 95% intervals)")
     else:
         bars = [_bar(cohorts[name]) for name in names]
