@@ -20,13 +20,21 @@ $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@ $(VENV)/.run-installed
 
-## run: install, then run kindling's main job on your Hermes sessions (or the bundled sample data)
+## run: install, then run kindling's main job on your Hermes sessions (or the bundled sample data):
+##      count the sessions, report failure rates, build a template, show the warm start for a task
+TASK ?= Fix the failing test in the parser module
 run: $(VENV)/.run-installed
-	@SRC="$(HERMES_DB)"; \
-	if [ ! -f "$$SRC" ]; then SRC="$(SAMPLE_DB)"; \
-	  echo "No $(HERMES_DB): using the bundled sample data ($$SRC)."; \
-	  $(BIN)/kindling sample "$$SRC" --quiet; fi; \
-	$(BIN)/kindling sessions "$$SRC"
+	@set -e; SRC="$(HERMES_DB)"; \
+	if [ ! -f "$$SRC" ]; then \
+	  SRC="$(SAMPLE_DB)"; export KINDLING_HOME="$(CURDIR)/build/sample/kindling"; \
+	  echo "No $(HERMES_DB): using the bundled sample data ($$SRC); state goes to $$KINDLING_HOME."; \
+	  $(BIN)/kindling sample "$$SRC" --quiet >/dev/null; \
+	fi; \
+	$(BIN)/kindling sessions "$$SRC"; \
+	$(BIN)/kindling stats "$$SRC"; \
+	$(BIN)/kindling build main "$$SRC" --tag main; \
+	echo; echo "Warm start for the task: $(TASK)"; \
+	$(BIN)/kindling warm --auto --task "$(TASK)" --budget 1200
 
 ## test: install dev extras, lint, type-check, run the whole suite
 test: $(VENV)/.dev-installed lint typecheck
