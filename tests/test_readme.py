@@ -1,0 +1,30 @@
+"""The README's Python example runs as written (against the sample data in an isolated home)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kindling import generate_sample_db
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert blocks, "README has no Python example"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    generate_sample_db(tmp_path / ".hermes" / "state.db", sessions=60)
+    namespace: dict[str, object] = {}
+    exec(compile(blocks[0], str(README), "exec"), namespace)
+    assert namespace["template"].version == 1  # type: ignore[attr-defined]
+    assert namespace["warmed"].messages  # type: ignore[attr-defined]
+
+
+def test_readme_quick_start_is_exactly_two_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    quick = text.split("## Quick start", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in quick.strip().splitlines()]
+    assert commands == ["make run", "make test"]
