@@ -69,6 +69,12 @@ def test_build_errors_are_one_clear_line(sample_db: Path, tmp_path: Path) -> Non
     result = run("build", "x", str(tmp_path / "missing.db"))
     assert result.exit_code != 0
     assert "Error:" in result.output
+    result = run("build", "typo", str(sample_db), "--task-type", "cooking")
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith("Error:") and "task_type must be one of" in result.output
+    assert "Traceback" not in result.output
+    assert not JsonDirStore(templates_dir()).exists("typo")
     result = run("build", "nothing", str(sample_db), "--min-messages", "100000")
     assert result.exit_code == 1
     assert "No examples" in result.output

@@ -85,6 +85,11 @@ def test_build_filters_reach_mining(sample_db: Path) -> None:
         ({"action": "build"}, "name is required"),
         ({"action": "build", "name": "../x", "sources": ["/nonexistent"]}, "letters, digits"),
         ({"action": "build", "name": "x", "min_messages": -1}, "0 or more"),
+        # Checked before any source is opened (this one does not exist).
+        (
+            {"action": "build", "name": "x", "task_type": "cooking", "sources": ["/nonexistent"]},
+            "task_type must be one of",
+        ),
         ({"action": "build", "name": "x", "tags": "a" * 3, "sources": 5}, "list of strings"),
         ({"action": "load", "name": "missing"}, "does not exist"),
         ({"action": "load"}, "No template"),

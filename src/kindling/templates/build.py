@@ -8,7 +8,7 @@ from typing import Any
 
 from kindling.errors import TemplateError
 from kindling.sessions.model import ReadReport, Session
-from kindling.templates.model import Template, validate_name
+from kindling.templates.model import Template, check_task_type, validate_name
 from kindling.templates.store import TemplateStore, open_store
 
 __all__ = ["BuildResult", "build_template", "build_template_with_report"]
@@ -72,6 +72,8 @@ def build_template_with_report(
     from kindling.mining import classify_calls, mine
 
     validate_name(name)
+    # Options are checked before the sources are read: a typo should not cost a mining run.
+    task_type = check_task_type(task_type, template=name)
     if not sources:
         raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
     report = ReadReport()
@@ -121,7 +123,7 @@ def build_template(
     ``mining_filters`` go to ``kindling.mining.mine`` (min_messages, max_sessions, source_filter,
     skip_tools, max_examples, result_chars). ``task_type`` defaults to the type of the mined calls.
     Returns the stored template (version bumped if the name existed). Raises TemplateError when
-    nothing can be mined, SourceError when a source cannot be read, InvalidNameError for a bad name.
+    nothing can be mined or ``task_type`` is unknown, SourceError when a source cannot be read, InvalidNameError for a bad name.
     """
     return build_template_with_report(
         name, sources, store=store, description=description, task_type=task_type, tags=tags, **mining_filters

@@ -31,6 +31,7 @@ __all__ = [
     "Example",
     "LegacyFormat",
     "Template",
+    "check_task_type",
     "detect_template_format",
     "export_template",
     "parse_template",
@@ -122,6 +123,27 @@ def _normalize_timestamp(value: Any) -> str:
     raise ValueError(f"timestamp {value!r} is neither an ISO string nor epoch seconds")
 
 
+def _task_type_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = str(getattr(value, "value", value)).lower()
+    if text not in TASK_TYPES:
+        raise ValueError(f"task_type must be one of {', '.join(TASK_TYPES)}, not {text!r}")
+    return text
+
+
+def check_task_type(value: Any, *, template: str | None = None) -> str | None:
+    """Return ``value`` as a stored task type (lower case; None when empty).
+
+    Raises TemplateError when it is not one of code, file, research, terminal or mixed, so callers
+    can reject a bad option before doing any work.
+    """
+    try:
+        return _task_type_or_none(value)
+    except ValueError as exc:
+        raise TemplateError(f"Invalid task type: {exc}.", template=template) from exc
+
+
 class Template(BaseModel):
     """A named, versioned set of examples, with what warm-up needs to pick and present them.
 
@@ -153,12 +175,7 @@ class Template(BaseModel):
     @field_validator("task_type")
     @classmethod
     def _check_task_type(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        value = str(getattr(value, "value", value)).lower()
-        if value not in TASK_TYPES:
-            raise ValueError(f"task_type must be one of {', '.join(TASK_TYPES)}, not {value!r}")
-        return value
+        return _task_type_or_none(value)
 
     @field_validator("created_at", "updated_at", mode="before")
     @classmethod
