@@ -275,3 +275,28 @@ def test_unserialisable_message_is_an_error_result_not_a_raise(fake_openai: Fake
     result = run([{"role": "user", "content": object()}], runtime=_runtime(fake_openai))
     assert result.error is not None and "the request failed" in result.error
     assert fake_openai.chat_requests() == []
+
+
+def test_calls_that_arrive_after_cancel_are_never_executed(fake_openai: FakeOpenAI) -> None:
+    executed: list[tuple[str, dict[str, Any]]] = []
+    fake_openai.script = [{"fault": "delay", "seconds": 0.5}, tool_call("memory", {"action": "add"}, "late")]
+    cancel = threading.Event()
+    threading.Timer(0.1, cancel.set).start()
+    result = run(
+        [{"role": "user", "content": "x"}],
+        runtime=_runtime(fake_openai),
+        tools=_registry(executed),
+        cancel=cancel,
+    )
+    assert result.cancelled and result.error == "Run cancelled."
+    assert executed == []  # the answer came back after cancel: its calls were dropped
+    assert [m["role"] for m in result.messages] == ["user"]  # no unanswered call left behind
+    assert len(fake_openai.chat_requests()) == 1
+
+
+def test_base_url_without_scheme_is_an_error_without_retries() -> None:
+    runtime = Runtime(model="m", base_url="127.0.0.1:8000/v1", max_retries=3, backoff=5.0)
+    started = time.monotonic()
+    result = run([{"role": "user", "content": "x"}], runtime=runtime)
+    assert result.error == "127.0.0.1:8000/v1: the base URL must start with http:// or https://."
+    assert time.monotonic() - started < 1

@@ -143,6 +143,14 @@ def run(
     usage = Usage()
     if max_iterations < 1:
         return RunResult(conversation, "", usage, error="max_iterations must be at least 1.")
+    if not runtime.base_url.startswith(("http://", "https://")):
+        # Caught here, not by the SDK: its connection error would be retried as if transient.
+        return RunResult(
+            conversation,
+            "",
+            usage,
+            error=_endpoint_error(runtime, "the base URL must start with http:// or https://."),
+        )
     try:
         client = _client(runtime)
     except Exception as exc:
@@ -168,6 +176,10 @@ def run(
             parsed = _assistant_message(attempt.completion)
             if isinstance(parsed, str):
                 return RunResult(conversation, final_text, usage, _endpoint_error(runtime, parsed), iteration)
+            if cancel is not None and cancel.is_set() and parsed.get("tool_calls"):
+                # Cancelled while the request was in flight: the calls were asked for on a
+                # superseded snapshot, so none of them runs (and none is left unanswered).
+                return RunResult(conversation, final_text, usage, "Run cancelled.", iteration, cancelled=True)
             conversation.append(parsed)
             if parsed.get("content"):
                 final_text = str(parsed["content"])
