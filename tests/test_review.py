@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -454,3 +458,51 @@ def test_pool_queues_beyond_max_workers_and_cancels_queued_reviews(fake_openai: 
     assert len(fake_openai.chat_requests()) == 1  # the cancelled review never reached the endpoint
     assert heard == []  # nothing changed and the cancellation was the caller's own doing
     assert executor.join_all(timeout=5) and executor.running() == []
+
+
+def test_a_failing_review_prints_nothing_into_an_app_that_never_configured_logging() -> None:
+    script = """
+import sys
+from fake_openai import FakeOpenAI, tool_call
+from kindling.agent import Runtime
+from kindling.review import MemoryStore, ReviewExecutor, spawn_review
+
+server = FakeOpenAI()
+server.start()
+server.script = [{"fault": "status", "status": 503}, tool_call("terminal", {"command": "ls"}), tool_call(
+    "memory", {"action": "replace", "target": "memory", "old_text": "nothing", "content": "x"})]
+server.default = {"fault": "malformed"}
+runtime = Runtime(model="m", base_url=server.base_url, max_retries=1, backoff=0.01)
+heard = []
+handle = spawn_review([{"role": "user", "content": "hi"}], runtime, callback=heard.append,
+                      memory_store=MemoryStore(sys.argv[1]), executor=ReviewExecutor())
+outcome = handle.join(20)
+server.stop()
+print(heard[0])
+"""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root / 'tests'}"}
+    with tempfile.TemporaryDirectory() as directory:
+        done = subprocess.run(
+            [sys.executable, "-c", script, directory], env=env, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 0, done.stderr
+    # Retry warnings, the denial and the failure reach the callback, not the app's own stderr.
+    assert done.stdout.startswith("Self-improvement review failed:") and "not valid JSON" in done.stdout
+    assert done.stderr == ""
+
+
+def test_summary_reports_a_new_result_whose_text_matches_an_inherited_one() -> None:
+    patched = json.dumps(
+        {"success": True, "message": "Skill 'deploy' patched.", "path": "/s/deploy/SKILL.md"}
+    )
+    prior = [{"role": "tool", "content": patched}]  # an id-less result in the parent's history
+    review = [
+        *prior,
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "new", "type": "function", "function": {"name": "skill_manage"}}],
+        },
+        {"role": "tool", "tool_call_id": "new", "content": patched},  # the review patched it again
+    ]
+    assert summarize_actions(review, prior) == ["Skill 'deploy' patched"]

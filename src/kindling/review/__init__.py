@@ -4,6 +4,8 @@ Memories go to Hermes Agent's ``MEMORY.md``/``USER.md`` and skills to ``SKILL.md
 ``$HERMES_HOME``, so Hermes reads what kindling writes and the other way round.
 """
 
+import logging
+
 from kindling.review.loop import (
     ReviewExecutor,
     ReviewHandle,
@@ -21,6 +23,10 @@ from kindling.review.prompts import review_prompt
 from kindling.review.session import review_session, session_messages
 from kindling.review.skills import Skill, SkillStore, skills_dir, validate_skill_name
 from kindling.review.tools import memory_tool, review_tools, skill_tools
+
+# A background review runs inside someone else's program: its failures go to the callback and
+# to configured logging, never straight onto that program's stderr (see kindling.agent).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ENTRY_DELIMITER",

@@ -168,16 +168,12 @@ def summarize_actions(
     """
     prior_ids: set[str] = set()
     prior_contents: set[str] = set()
-    prior_idless: set[str] = set()
     for message in prior_snapshot:
         if not isinstance(message, Mapping) or message.get("role") != "tool":
             continue
-        content = _text(message.get("content"))
-        prior_contents.add(content)
+        prior_contents.add(_text(message.get("content")))
         if message.get("tool_call_id"):
             prior_ids.add(str(message["tool_call_id"]))
-        else:
-            prior_idless.add(content)
 
     names = _tool_names_by_call_id(review_messages)
     actions: list[str] = []
@@ -186,9 +182,9 @@ def summarize_actions(
             continue
         content = _text(message.get("content"))
         call_id = str(message.get("tool_call_id") or "")
-        if (call_id and call_id in prior_ids) or content in prior_idless:
-            continue
-        if not call_id and content in prior_contents:
+        # A result with an id is judged by its id alone: the review's own "Skill 'x' patched."
+        # can read exactly like one in the history and is still new work.
+        if call_id in prior_ids if call_id else content in prior_contents:
             continue
         name = names.get(call_id) or str(message.get("name") or "")
         action = _action_for(name, content)
