@@ -221,3 +221,30 @@ def test_memory_tool_validates_arguments_and_stamps_the_call() -> None:
         "memory",
         "k1",
     )
+
+
+def test_text_appended_outside_the_tool_is_never_rewritten_away() -> None:
+    store = MemoryStore(memory_limit=200)
+    store.add("memory", "Deploys use make release.")
+    path = store.path("memory")
+    notes = "Meeting notes pasted by hand:\n" + "line of notes\n" * 30
+    with path.open("a", encoding="utf-8") as handle:  # a shell append, no delimiter
+        handle.write("\n" + notes)
+    before = path.read_bytes()
+    for result in (
+        store.replace("memory", "make release", "Deploys use make ship."),
+        store.remove("memory", "make"),
+    ):
+        assert result["success"] is False and "Refusing to rewrite MEMORY.md" in result["error"]
+        assert Path(result["backup"]).read_bytes() == before
+    assert path.read_bytes() == before  # nothing lost
+    records, _ = store.read_provenance()
+    assert [r["action"] for r in records] == ["add"]  # the refusals logged no write
+
+
+def test_content_holding_the_separator_is_refused() -> None:
+    store = MemoryStore()
+    for result in (store.add("memory", "one\n§\ntwo"), store.replace("memory", "x", "a\n§\nb")):
+        assert result["success"] is False and "entry separator" in result["error"]
+    assert not store.path("memory").exists()
+    assert store.add("memory", "costs 5 § per unit")["success"] is True  # a § inside a line is fine

@@ -154,6 +154,8 @@ class MemoryStore:
             return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
         if not content:
             return _failure("Content cannot be empty.")
+        if ENTRY_DELIMITER in content:
+            return _failure(_DELIMITER_REFUSAL)
         with self._locked(target) as entries:
             if content in entries:
                 return self._success(target, entries, "Entry already exists (no duplicate added).")
@@ -177,8 +179,10 @@ class MemoryStore:
             return _failure("old_text cannot be empty: give a short unique part of the entry to replace.")
         if not content:
             return _failure("content cannot be empty. Use 'remove' to delete an entry.")
+        if ENTRY_DELIMITER in content:
+            return _failure(_DELIMITER_REFUSAL)
         with self._locked(target) as entries:
-            index = _find_unique(entries, old_text)
+            index = self._find_for_rewrite(target, entries, old_text)
             if isinstance(index, dict):
                 return index
             updated = list(entries)
@@ -197,7 +201,7 @@ class MemoryStore:
         if not old_text:
             return _failure("old_text cannot be empty: give a short unique part of the entry to remove.")
         with self._locked(target) as entries:
-            index = _find_unique(entries, old_text)
+            index = self._find_for_rewrite(target, entries, old_text)
             if isinstance(index, dict):
                 return index
             updated = entries[:index] + entries[index + 1 :]
@@ -212,6 +216,31 @@ class MemoryStore:
         path = self.path(target)
         with file_lock(path, timeout=self.lock_timeout):
             yield _read_entries(path)
+
+    def _find_for_rewrite(self, target: str, entries: list[str], old_text: str) -> int | dict[str, Any]:
+        """Return the index of the one entry ``old_text`` names, or a failure result.
+
+        An entry longer than the whole file's limit cannot have come from this tool: someone
+        appended free text to the file (an editor, a shell, another program). Replacing or
+        removing that "entry" would throw the appended text away, so the file is backed up
+        to ``<file>.bak.<time>`` and the change refused, as Hermes Agent does.
+        """
+        index = _find_unique(entries, old_text)
+        if isinstance(index, dict) or len(entries[index]) <= self.limits[target]:
+            return index
+        path = self.path(target)
+        backup = path.with_name(f"{path.name}.bak.{int(time.time())}")
+        write_atomic(backup, path.read_bytes())
+        logger.warning("%s holds text not written by the memory tool; backed up to %s.", path, backup)
+        return {
+            **_failure(
+                f"Refusing to rewrite {path.name}: the entry matching '{old_text}' is "
+                f"{len(entries[index]):,} chars, longer than the whole file's limit "
+                f"({self.limits[target]:,}), so it holds text added outside the memory tool. "
+                f"Nothing was written; a copy is at {backup}. Split that text into entries first."
+            ),
+            "backup": str(backup),
+        }
 
     def _over_limit(
         self, target: str, before: list[str], after: list[str], what: str
@@ -260,6 +289,12 @@ class MemoryStore:
             "usage": self.usage(target, entries),
             "entry_count": len(entries),
         }
+
+
+_DELIMITER_REFUSAL = (
+    "Content cannot contain the entry separator (a line holding only '§'): it would be read "
+    "back as several entries. Make one call per entry."
+)
 
 
 def _check_target(target: str) -> Target:
