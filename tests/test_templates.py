@@ -280,6 +280,23 @@ def test_corrupt_template_is_reported_and_skipped_while_the_rest_load(
         store.get("bad")
 
 
+def test_saving_over_a_corrupt_file_keeps_earlier_versions(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path)
+    for description in ("first", "second", "third"):
+        store.save(make_template("alpha", description=description))
+    store.path_for("alpha").write_text("{half a fi")  # version 3 is lost; 1 and 2 are on disk
+    saved = store.save(make_template("alpha", description="fourth"))
+    # Numbered past the versions on disk, so none of them is shadowed or later overwritten.
+    assert saved.version == 3
+    store.save(make_template("alpha", description="fifth"))
+    assert store.versions("alpha") == [1, 2, 3, 4]
+    descriptions = [store.get("alpha", v).description for v in (1, 2, 3, 4)]
+    assert descriptions == ["first", "second", "fourth", "fifth"]
+    # The unreadable bytes were kept beside the versions, not thrown away.
+    kept = list((tmp_path / "alpha.versions").glob("corrupt-*.json"))
+    assert [p.read_text() for p in kept] == ["{half a fi"]
+
+
 def test_json_store_loads_legacy_files_in_its_directory(tmp_path: Path) -> None:
     store = JsonDirStore(tmp_path)
     (tmp_path / "deploy-helper.json").write_text(json.dumps(WARM_SESSIONS_FILE))

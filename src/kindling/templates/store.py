@@ -181,7 +181,12 @@ class JsonDirStore(TemplateStore):
                     }
                 )
             else:
-                stored = template.model_copy(update={"version": max(template.version, 1), "updated_at": now})
+                # After a corrupt current file the earlier versions are still on disk: number past
+                # them, or the next save would overwrite one of them with this template.
+                floor = max(self._old_versions(template.name), default=0) + 1
+                stored = template.model_copy(
+                    update={"version": max(template.version, floor), "updated_at": now}
+                )
             write_atomic(path, _dumps(stored))
         return stored
 
@@ -215,11 +220,13 @@ class JsonDirStore(TemplateStore):
     def versions(self, name: str) -> builtins.list[int]:
         """Return the stored versions of ``name``, oldest first."""
         current = self.get(name)
-        found = {current.version}
+        return sorted({current.version, *self._old_versions(name)})
+
+    def _old_versions(self, name: str) -> set[int]:
         vdir = self._versions_dir(name)
-        if vdir.is_dir():
-            found.update(int(p.stem) for p in vdir.glob("*.json") if p.stem.isdigit())
-        return sorted(found)
+        if not vdir.is_dir():
+            return set()
+        return {int(p.stem) for p in vdir.glob("*.json") if p.stem.isdigit()}
 
     def delete(self, name: str) -> None:
         """Remove ``name`` and its earlier versions."""
