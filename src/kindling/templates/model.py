@@ -9,7 +9,8 @@ because real installations still hold them:
 - ``session-templates`` (``session-templates/*.json``): ``{name, task_type, examples: [{tool_name,
   arguments, result, success}], description, created_at, usage_count, source_session_id}``
 
-Export writes either legacy format with exactly its keys: their loaders reject extra keys.
+Export writes either legacy format with exactly its keys (their loaders reject extra keys), and
+``created_at`` as each wrote it: an ISO string in warm_sessions, epoch seconds in session-templates.
 """
 
 from __future__ import annotations
@@ -310,6 +311,18 @@ def parse_template(data: Any, *, name: str | None = None) -> Template:
         ) from exc
 
 
+def _epoch_seconds(timestamp: str) -> float | str:
+    # session-templates files hold created_at as epoch seconds (time.time()); a timestamp that
+    # does not parse is written back unchanged rather than invented.
+    try:
+        parsed = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return timestamp
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
 def export_template(template: Template, fmt: str = "kindling") -> dict[str, Any]:
     """Return ``template`` as JSON-ready data in ``fmt``: kindling, warm_sessions or session-templates.
 
@@ -352,7 +365,7 @@ def export_template(template: Template, fmt: str = "kindling") -> dict[str, Any]
                 for e in template.examples
             ],
             "description": template.description,
-            "created_at": template.created_at,
+            "created_at": _epoch_seconds(template.created_at),
             "usage_count": template.usage_count,
             "source_session_id": template.source_session_ids[0] if template.source_session_ids else "",
         }
