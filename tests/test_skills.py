@@ -172,3 +172,33 @@ def test_skill_tools_dispatch_through_registry() -> None:
         json.loads(registry.dispatch("skill_manage", {"action": "explode", "name": "x"}))["success"] is False
     )
     assert json.loads(registry.dispatch("skill_manage", {"action": "create", "name": 3}))["success"] is False
+
+
+def test_nested_categories_are_found_as_hermes_walks_them() -> None:
+    store = SkillStore()
+    nested = store.root / "mlops" / "training" / "axolotl" / "SKILL.md"
+    nested.parent.mkdir(parents=True)
+    nested.write_text(SKILL.replace("deploy-static-site", "axolotl"), encoding="utf-8")
+    # A SKILL.md among a skill's support files is data, not a second skill.
+    support = nested.parent / "references" / "upstream" / "SKILL.md"
+    support.parent.mkdir(parents=True)
+    support.write_text(SKILL.replace("deploy-static-site", "upstream"), encoding="utf-8")
+    # A category merely called "scripts" is still a category.
+    scripted = store.root / "scripts" / "lint-shell" / "SKILL.md"
+    scripted.parent.mkdir(parents=True)
+    scripted.write_text(SKILL.replace("deploy-static-site", "lint-shell"), encoding="utf-8")
+    (store.root / "loop").symlink_to(store.root, target_is_directory=True)  # must not hang
+
+    skills, broken = store.list()
+    assert [(s.category, s.name) for s in skills] == [
+        ("mlops/training", "axolotl"),
+        ("scripts", "lint-shell"),
+    ]
+    assert broken == []
+    assert store.read("axolotl").path == nested
+    with pytest.raises(NotFoundError):
+        store.read("upstream")
+    # Hermes refuses a second skill with a name that already exists anywhere in the tree.
+    duplicate = store.create("axolotl", SKILL.replace("deploy-static-site", "axolotl"))
+    assert duplicate["success"] is False and "already exists" in duplicate["error"]
+    assert not (store.root / "axolotl").exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -35,6 +36,9 @@ MAX_NAME_LENGTH = 64
 MAX_DESCRIPTION_LENGTH = 1024
 MAX_SKILL_CHARS = 100_000
 _LOCK_NAME = ".kindling-skills"
+# A skill's own support files live here; a SKILL.md inside them is data, not a skill (Hermes).
+# Only pruned under a directory that is itself a skill: elsewhere they are ordinary categories.
+SUPPORT_DIRS = frozenset({"references", "templates", "scripts", "assets"})
 
 
 def skills_dir() -> Path:
@@ -129,13 +133,39 @@ class SkillStore:
     # -- reading ---------------------------------------------------------------------------
 
     def find(self, name: str) -> Path | None:
-        """Return the SKILL.md of skill ``name`` (any category), or None. Validates the name."""
+        """Return the SKILL.md of skill ``name`` (any category, any depth), or None.
+
+        Raises InvalidNameError for an unsafe name.
+        """
         validate_skill_name(name)
-        for candidate in (self.root / name / SKILL_FILE, *sorted(self.root.glob(f"*/{name}/{SKILL_FILE}"))):
-            hidden = any(part.startswith(".") for part in candidate.relative_to(self.root).parts)
-            if candidate.is_file() and not hidden:
-                return candidate
-        return None
+        direct = self.root / name / SKILL_FILE
+        if direct.is_file():
+            return direct
+        return next((path for path in self._skill_files() if path.parent.name == name), None)
+
+    def _skill_files(self) -> list[Path]:
+        """Return every active SKILL.md under the root, sorted, walking as Hermes Agent does.
+
+        Categories may nest (``skills/mlops/training/axolotl/SKILL.md``). Dot-directories
+        (Hermes's ``.archive``, ``.hub``, VCS) and a skill's own support directories
+        (``references/``, ``templates/``, ``scripts/``, ``assets/``) are skipped;
+        linked directories are followed once, so a link loop cannot hang the walk.
+        """
+        found: list[Path] = []
+        seen: set[str] = set()
+        for top, dirs, files in os.walk(self.root, followlinks=True):
+            real = os.path.realpath(top)
+            if real in seen:
+                dirs[:] = []
+                continue
+            seen.add(real)
+            is_skill = SKILL_FILE in files and Path(top) != self.root
+            dirs[:] = sorted(
+                d for d in dirs if not d.startswith(".") and not (is_skill and d in SUPPORT_DIRS)
+            )
+            if is_skill:
+                found.append(Path(top) / SKILL_FILE)
+        return sorted(found, key=lambda path: path.relative_to(self.root).as_posix())
 
     def read(self, name: str) -> Skill:
         """Return skill ``name``. Raises InvalidNameError, NotFoundError, or StoreError."""
@@ -153,10 +183,7 @@ class SkillStore:
         broken: list[tuple[Path, str]] = []
         if not self.root.is_dir():
             return skills, broken
-        found = [*self.root.glob(f"*/{SKILL_FILE}"), *self.root.glob(f"*/*/{SKILL_FILE}")]
-        for path in sorted(found):
-            if any(part.startswith(".") for part in path.relative_to(self.root).parts):
-                continue  # Hermes keeps archived and hub copies under dot-directories
+        for path in self._skill_files():
             try:
                 skills.append(self._load(path))
             except StoreError as exc:
@@ -174,7 +201,7 @@ class SkillStore:
         except StoreError as exc:
             raise StoreError(f"{path}: {exc}", path=path) from None
         relative = path.parent.relative_to(self.root)
-        category = relative.parts[0] if len(relative.parts) == 2 else None
+        category = "/".join(relative.parts[:-1]) or None
         tags = meta.get("tags") or ()
         return Skill(
             name=path.parent.name,
