@@ -506,3 +506,36 @@ def test_summary_reports_a_new_result_whose_text_matches_an_inherited_one() -> N
         {"role": "tool", "tool_call_id": "new", "content": patched},  # the review patched it again
     ]
     assert summarize_actions(review, prior) == ["Skill 'deploy' patched"]
+
+
+def test_spawn_with_a_broken_snapshot_reports_instead_of_raising(fake_openai: FakeOpenAI) -> None:
+    heard: list[str] = []
+    handle = spawn_review(
+        42,  # type: ignore[arg-type]
+        _runtime(fake_openai),
+        callback=heard.append,
+        executor=ReviewExecutor(),
+    )
+    outcome = handle.join(timeout=10)
+    assert outcome is not None and outcome.error is not None
+    assert "the snapshot is not a list of messages" in outcome.error
+    assert heard == [f"Self-improvement review failed: {outcome.error}"]
+    assert fake_openai.chat_requests() == []
+
+
+def test_default_provenance_marks_a_background_review(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script = [
+        tool_call("memory", {"action": "add", "target": "memory", "content": "Uses uv."}, "d1"),
+        text("ok"),
+    ]
+    outcome = spawn_review(_snapshot(), _runtime(fake_openai), executor=ReviewExecutor()).join(timeout=20)
+    assert outcome is not None and outcome.actions == ["Memory updated"]
+    records, _ = MemoryStore().read_provenance()
+    assert {k: v for k, v in records[0].items() if k not in {"ts", "content"}} == {
+        "action": "add",
+        "target": "memory",
+        "write_origin": "background_review",
+        "execution_context": "background_review",
+        "tool_name": "memory",
+        "tool_call_id": "d1",
+    }

@@ -258,7 +258,9 @@ def run_review(
     tools = review_tools(
         memory_store,
         skill_store,
-        provenance=provenance or Provenance(write_origin="background_review", execution_context="review"),
+        # Hermes Agent stamps its own review's writes the same way.
+        provenance=provenance
+        or Provenance(write_origin="background_review", execution_context="background_review"),
         memory=review_memory,
         skills=review_skills,
     )
@@ -443,9 +445,15 @@ def spawn_review(
     changed, or ``"Self-improvement review failed: ..."``; a review that finds nothing to save
     is logged, not announced. A later review under the same ``key`` cancels this one.
     """
-    frozen = list(snapshot)
+    try:
+        frozen: list[Mapping[str, Any]] | None = list(snapshot)
+        bad_snapshot: Exception | None = None
+    except Exception as exc:  # e.g. not iterable: still the caller's turn, so report, don't raise
+        frozen, bad_snapshot = None, exc
 
     def work(cancel: threading.Event) -> ReviewOutcome:
+        if frozen is None:
+            raise TypeError(f"the snapshot is not a list of messages ({bad_snapshot})")
         return run_review(
             frozen,
             runtime,
