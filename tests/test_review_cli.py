@@ -97,6 +97,10 @@ def test_memory_show_and_path(isolated_homes: Path) -> None:
     }
     table = runner.invoke(app, ["memory", "show", "--target", "user"])
     assert "Name is Ada." in table.stdout and "Deploys" not in table.stdout
+    assert table.stdout.splitlines()[0] == "USER.md — 0% — 12/1,375 chars"
+    store.remove("memory", "make release")
+    empty = runner.invoke(app, ["memory", "show", "--target", "memory"])
+    assert empty.stdout.splitlines() == ["MEMORY.md — 0% — 0/2,200 chars", "  (no entries)"]
     bad = runner.invoke(app, ["memory", "show", "--target", "secrets"])
     assert bad.exit_code == 1 and "--target 'secrets'" in bad.stderr
     path = runner.invoke(app, ["memory", "path"])

@@ -116,7 +116,12 @@ def memory_show(target: TargetOption = "all", json_output: JsonOption = False) -
         print_json(data)
         return
     for name, info in data.items():
-        table = Table(title=f"{TARGET_FILES[name]} — {info['usage']}", show_lines=True, title_justify="left")
+        # The heading is its own line: as a table title it wrapped to the width of the table.
+        console.print(f"{TARGET_FILES[name]} — {info['usage']}", markup=False, highlight=False)
+        if not info["entries"]:
+            console.print("  (no entries)", markup=False, highlight=False)
+            continue
+        table = Table(show_lines=True)
         table.add_column("#", justify="right")
         table.add_column("entry", overflow="fold")
         for index, entry in enumerate(info["entries"], 1):
