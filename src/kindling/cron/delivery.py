@@ -89,9 +89,18 @@ def deliver(url: str, *, title: str, body: str, timeout: float = 15.0) -> None:
 
 
 def redact(url: str) -> str:
-    """Return a delivery URL with anything after ``://`` past the host hidden (tokens live there)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    """Return a delivery URL safe to log and save: Apprise's privacy form, or only the scheme.
+
+    Tokens sit in different places per service (Telegram's bot token is the host, Pushover's app
+    token follows the ``@``), so only Apprise, which parses each service, knows what to hide.
+    """
+    if url == LOCAL:
         return url
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    return f"{scheme}://{host}/..." if "/" in rest or "@" in rest else url
+    import apprise  # lazy: apprise loads every notification plugin on import
+
+    plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+    if plugin:
+        # The query holds options, not secrets, but is long; the path is masked by Apprise.
+        return str(plugin.url(privacy=True)).split("?", 1)[0]
+    scheme, sep, _rest = url.partition("://")
+    return f"{scheme}://..." if sep else "..."
