@@ -98,6 +98,21 @@ def test_claim_is_compare_and_set_on_the_slot(store: JobStore) -> None:
     assert store.get(job.id).next_run_at == slot + timedelta(hours=1)
 
 
+def test_claim_applies_to_the_stored_job_not_a_stale_snapshot(store: JobStore) -> None:
+    # A tick reads the due jobs once, then runs them one by one: by the time a later job is
+    # claimed, its prompt may have been edited and a manual run recorded. Neither may be undone.
+    job = store.add(_prompt_job())
+    snapshot = store.due(NOW + timedelta(hours=1))[0]
+    store.update(job.id, {"prompt": "Say bye.", "last_status": "error", "last_error": "manual run"})
+    assert snapshot.next_run_at is not None
+    claimed = store.claim(snapshot, {"next_run_at": snapshot.next_run_at + timedelta(hours=1)})
+    assert claimed is not None
+    assert claimed.prompt == "Say bye."
+    saved = store.get(job.id)
+    assert (saved.prompt, saved.last_status, saved.last_error) == ("Say bye.", "error", "manual run")
+    assert saved.next_run_at == snapshot.next_run_at + timedelta(hours=1)
+
+
 def test_claim_loses_against_a_pause(store: JobStore) -> None:
     job = store.add(_prompt_job())
     store.update(job.id, {"enabled": False})

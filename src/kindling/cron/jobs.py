@@ -38,6 +38,8 @@ JOB_KINDS: tuple[str, ...] = ("build-template", "review", "prompt")
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TICK_LOCK_KEY = "kindling.cron.tick"
+# A claim retries when the row changed under it (an edit, not a rival claim) this many times.
+_CLAIM_ATTEMPTS = 5
 
 
 def cron_dir() -> Path:
@@ -478,22 +480,39 @@ class SqlJobStore(JobStore):
         return job
 
     def claim(self, job: Job, changes: Mapping[str, Any]) -> Job | None:
-        """Conditional UPDATE on the ``next_run_at`` seen; None when another tick won the slot."""
+        """Conditional UPDATE on the ``next_run_at`` seen; None when another tick won the slot.
+
+        The changes apply to the job as it is stored now, not to ``job``: a tick's snapshot can be
+        minutes old by the time a slot is claimed, and writing it back would undo edits and results
+        recorded meanwhile. The whole stored row is part of the condition, so a concurrent edit
+        makes the UPDATE miss and the claim is tried again on the fresh row.
+        """
         if job.next_run_at is None:
             return None
-        claimed = _apply(job, changes)
+        slot = iso(job.next_run_at)
         table = _jobs_table
-        with translate_errors(self.target, "write"), self.engine.begin() as conn:
-            result = conn.execute(
-                table.update()
-                .where(
-                    table.c.id == job.id,
-                    table.c.next_run_at == iso(job.next_run_at),
-                    table.c.enabled.is_(True),
+        for _attempt in range(_CLAIM_ATTEMPTS):
+            with translate_errors(self.target, "write"), self.engine.begin() as conn:
+                row = conn.execute(sa.select(table).where(table.c.id == job.id)).first()
+                if row is None or row.next_run_at != slot or not row.enabled:
+                    return None
+                try:
+                    claimed = _apply(parse_job(orjson.loads(row.data)), changes)
+                except (StoreError, InvalidNameError, orjson.JSONDecodeError):
+                    return None  # became unreadable since due() read it; list() reports it
+                result = conn.execute(
+                    table.update()
+                    .where(
+                        table.c.id == job.id,
+                        table.c.next_run_at == slot,
+                        table.c.enabled.is_(True),
+                        table.c.data == row.data,
+                    )
+                    .values(**_row_values(claimed))
                 )
-                .values(**_row_values(claimed))
-            )
-        return claimed if result.rowcount == 1 else None
+            if result.rowcount == 1:
+                return claimed
+        return None
 
     @contextlib.contextmanager
     def _advisory_lock(self) -> Iterator[bool]:
