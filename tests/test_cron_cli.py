@@ -181,6 +181,15 @@ def test_bad_input_gives_one_clear_line(args: list[str], fragment: str) -> None:
     assert "Traceback" not in out
 
 
+def test_list_prints_errors_that_look_like_markup_as_text(fake_openai: FakeOpenAI) -> None:
+    # Errors quote endpoint replies; a '[/INST]' in one must not be read as Rich markup.
+    job = _add(fake_openai)
+    JsonJobStore().update(job["id"], {"last_status": "error", "last_error": "model said [/INST] [bold]"})
+    code, out = _invoke("list")
+    assert code == 0, out
+    assert "[/INST]" in out and "[bold]" in out
+
+
 def test_corrupt_jobs_file_is_reported_and_left_alone() -> None:
     path = default_jobs_path()
     path.parent.mkdir(parents=True)

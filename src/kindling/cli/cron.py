@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from kindling.cli.common import JsonOption, console, err_console, print_json
 
@@ -144,7 +145,7 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
         print_json([job.to_dict() for job in jobs])
         return
     if not jobs:
-        console.print(f"No jobs in {store.location}.", highlight=False)
+        console.print(f"No jobs in {store.location}.", markup=False, highlight=False)
         return
     table = Table()
     for column in ("id", "name", "kind", "schedule", "next run", "last status"):
@@ -157,7 +158,8 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
             status += f": {job.last_error[:80]}"
         state = _state(job)
         upcoming = _when(job.next_run_at) if state == "scheduled" else state
-        table.add_row(job.id, job.name, job.kind, job.schedule, upcoming, status)
+        # Text, not markup: errors quote endpoint replies, and '[/x]' in one would crash Rich.
+        table.add_row(*(Text(cell) for cell in (job.id, job.name, job.kind, job.schedule, upcoming, status)))
     console.print(table)
 
 
@@ -280,7 +282,9 @@ def daemon_command(
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store = _store(db)
-    err_console.print(f"kindling cron daemon: ticking {store.location} every {interval:g}s", highlight=False)
+    err_console.print(
+        f"kindling cron daemon: ticking {store.location} every {interval:g}s", markup=False, highlight=False
+    )
 
     def report(result: Any) -> None:
         for run in result.runs:
