@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,20 @@ def test_templates_list_reports_corrupt_files(built: Path) -> None:
     data = json.loads(result.stdout)
     assert [t["name"] for t in data["templates"]] == ["sample"]
     assert data["problems"][0]["location"].endswith("broken.json")
+
+
+def test_a_corrupt_template_is_reported_once_by_list_and_by_auto_warm(built: Path) -> None:
+    (templates_dir() / "broken.json").write_text("{not json")
+    # A real process: under pytest the log goes to pytest's handler, on a terminal to stderr.
+    for args in (["templates", "list"], ["warm", "--auto", "--task", "run the tests", "--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "kindling", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.count("broken.json") == 1, done.stderr
+        assert done.stderr.startswith("Skipped") and "not valid JSON" in done.stderr
+        assert done.stderr.count("\n") == 1  # one line, not wrapped
+    assert json.loads(done.stdout)["template"] == "sample"
 
 
 @pytest.mark.parametrize("fmt", ["warm_sessions", "session-templates"])

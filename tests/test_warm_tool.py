@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kindling.config import templates_dir
 from kindling.integrations.warm_tool import WARM_SESSION_SCHEMA, warm_session
 from kindling.sessions import generate_sample_db
 from kindling.templates import open_store
@@ -66,6 +67,20 @@ def test_build_list_load_inject_delete(sample_db: Path) -> None:
 
     assert call(action="delete", name="coding")["success"]
     assert call(action="list")["templates"] == []
+
+
+def test_auto_load_and_inject_report_templates_they_had_to_skip(sample_db: Path) -> None:
+    assert call(action="build", name="coding", sources=[str(sample_db)])["success"]
+    (templates_dir() / "broken.json").write_text('{"name": "broken", "examples": [')
+    for args in (
+        {"action": "load", "task": "run the tests"},
+        {"action": "inject", "messages": [{"role": "user", "content": "run the tests"}]},
+    ):
+        result = call(**args)
+        assert result["success"], result
+        assert result["template"] == "coding"
+        assert [Path(p["location"]).name for p in result["problems"]] == ["broken.json"]
+        assert "not valid JSON" in result["problems"][0]["reason"]
 
 
 def test_build_filters_reach_mining(sample_db: Path) -> None:

@@ -56,7 +56,9 @@ def _store(target: str | None) -> TemplateStore:
 
 def _warn_problems(store: TemplateStore) -> None:
     for problem in store.problems:
-        err_console.print(f"Skipped {problem.location}: {problem.reason}", markup=False, highlight=False)
+        # One line per problem (no wrapping), naming the file or row once.
+        where = "" if problem.location in problem.reason else f" {problem.location}"
+        err_console.print(f"Skipped{where}: {problem.reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _pick_name(name: str | None, auto: bool) -> str | None:
@@ -416,16 +418,18 @@ def register(app: typer.Typer) -> None:
         """
         from kindling.warmup.warm import warm
 
+        opened = _store(store)
         result = warm(
             _pick_name(name, auto),
             task,
-            store=_store(store),
+            store=opened,
             budget=budget,
             style=style,
             include_system=not no_system,
             max_examples=max_examples,
             record_use=record,
         )
+        _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
         if json_output:
             print_json(data)
@@ -476,16 +480,18 @@ def register(app: typer.Typer) -> None:
         messages = data.get("messages") if isinstance(data, dict) else data
         if not isinstance(messages, list):
             raise ConversationError('Expected a JSON list of messages or an object with "messages".')
+        opened = _store(store)
         merged, _result = inject_warm(
             messages,
             _pick_name(name, auto),
             task=task,
-            store=_store(store),
+            store=opened,
             budget=budget,
             style=style,
             max_examples=max_examples,
             record_use=record,
         )
+        _warn_problems(opened)
         output: Any
         if format == "anthropic":
             output = to_anthropic(merged)

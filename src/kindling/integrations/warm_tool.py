@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kindling.errors import KindlingError
+
+if TYPE_CHECKING:
+    from kindling.templates.store import TemplateStore
 
 __all__ = ["WARM_SESSION_SCHEMA", "warm_session"]
 
@@ -156,24 +159,28 @@ def _list(args: dict[str, Any]) -> dict[str, Any]:
 
     store = open_store()
     templates = [t.summary() for t in store.list()]
-    return {
-        "templates": templates,
-        "count": len(templates),
-        "problems": [{"location": p.location, "reason": p.reason} for p in store.problems],
-    }
+    return {"templates": templates, "count": len(templates), "problems": _problems(store)}
+
+
+def _problems(store: TemplateStore) -> list[dict[str, str]]:
+    return [{"location": p.location, "reason": p.reason} for p in store.problems]
 
 
 def _load(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.templates.store import open_store
     from kindling.warmup.warm import warm
 
+    store = open_store()
     result = warm(
         _str(args, "name"),
         _str(args, "task") or "",
+        store=store,
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
     )
     data = result.as_dict()
     data["preview"] = _preview(result.messages)
+    data["problems"] = _problems(store)  # templates the automatic choice had to skip
     return data
 
 
@@ -186,15 +193,18 @@ def _delete(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _inject(args: dict[str, Any]) -> dict[str, Any]:
+    from kindling.templates.store import open_store
     from kindling.warmup.warm import inject_warm
 
     messages = args.get("messages")
     if not isinstance(messages, list):
         raise _BadArgument("messages must be the conversation: a list of OpenAI-format messages.")
+    store = open_store()
     merged, result = inject_warm(
         messages,
         _str(args, "name"),
         task=_str(args, "task"),
+        store=store,
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
     )
@@ -204,6 +214,7 @@ def _inject(args: dict[str, Any]) -> dict[str, Any]:
         "injected": len(result.messages),
         "estimated_tokens": result.estimated_tokens,
         "preview": _preview(result.messages),
+        "problems": _problems(store),
     }
 
 

@@ -4,7 +4,8 @@ Both stores share one interface (``TemplateStore``): ``save`` bumps the version 
 and keeps every earlier version retrievable; ``record_use`` adds one to ``usage_count`` so that
 concurrent users from several processes never lose an increment (a file lock for JSON files, a
 single ``UPDATE ... SET usage_count = usage_count + 1`` for SQL). A corrupt template is reported in
-``store.problems`` and skipped while the others load.
+``store.problems`` and skipped while the others load; callers show those problems (the CLI on
+stderr, the agent tool in its result), so the log records them only at INFO and nothing prints twice.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ class JsonDirStore(TemplateStore):
                 templates.append(self._read(path, path.stem))
             except KindlingError as exc:
                 self.problems.append(StoreProblem(str(path), str(exc)))
-                log.warning("Skipped template file %s: %s", path, exc)
+                log.info("Skipped template file %s: %s", path, exc)
         return sorted(templates, key=lambda t: t.name)
 
     def versions(self, name: str) -> builtins.list[int]:
@@ -396,7 +397,7 @@ class SqlStore(TemplateStore):
                 templates.append(self._row_to_template(row.name, row.version, row.data, row.usage_count))
             except KindlingError as exc:
                 self.problems.append(StoreProblem(where, str(exc)))
-                log.warning("Skipped %s: %s", where, exc)
+                log.info("Skipped %s: %s", where, exc)
         return templates
 
     def versions(self, name: str) -> builtins.list[int]:
