@@ -46,7 +46,12 @@ def free_port() -> int:
 
 def start_daemon(db: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KINDLING_CONFIRM_RATE_LIMIT": "100000000"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "KINDLING_CONFIRM_RATE_LIMIT": "100000000",
+        "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "100000000",
+    }
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -61,9 +61,13 @@ def create_app(
         version=__version__,
         description="An agent asks, a human decides: durable, authenticated confirmation of risky actions.",
         lifespan=lifespan,
+        # Every body, the unauthenticated sign-in form included, is cut off past the limit (413)
+        # before it is parsed; the JSON routes check the same limit themselves as well.
+        max_body_size=settings.max_body_bytes,
     )
     app.state.settings = settings
     app.state.store = the_store
+    app.state.wait_slots = confirmations.WaitSlots(settings.max_waits_per_token, settings.max_waits)
     handlers.install(app)
     app.include_router(confirmations.router)
     app.include_router(admin.router)

@@ -142,7 +142,14 @@ class ConfirmClient:
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            record = self.get(request_id, wait=max(0.0, min(remaining, 60.0)))
+            try:
+                record = self.get(request_id, wait=max(0.0, min(remaining, 60.0)))
+            except ConfirmError as exc:
+                # 429: the daemon holds as many long polls as it allows; back off, then ask again.
+                if exc.status_code != 429 or remaining <= 0:
+                    raise
+                time.sleep(min(1.0, max(0.0, remaining)))
+                continue
             if record.get("status") != "pending" or deadline - time.monotonic() <= 0:
                 return record
 

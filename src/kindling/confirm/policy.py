@@ -20,17 +20,20 @@ from kindling.errors import InvalidNameError
 Role = Literal["agent", "approver", "admin"]
 ROLES: tuple[Role, ...] = ("agent", "approver", "admin")
 
-# What each role may do. Admins may also decide and submit, so that a small deployment can run
-# with one token; the requester-never-decides rule still holds for them.
+# What each role may do. Admins may decide (the first-start admin token signs in to the web page)
+# but never submit: an admin can mint tokens, so one that could submit could also mint an approver
+# token and approve its own request. Only agents ask; agents can never decide.
 PERMISSIONS: dict[str, frozenset[str]] = {
     "agent": frozenset({"submit", "read_own"}),
     "approver": frozenset({"decide", "read"}),
-    "admin": frozenset({"submit", "decide", "read", "admin"}),
+    "admin": frozenset({"decide", "read", "admin"}),
 }
 
 TOKEN_PREFIX = "kct_"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
 MAX_ACTION_CHARS = 200
+_SEPARATORS_RE = re.compile(r"[\s._\-]+")
+SESSION_SECONDS = 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,32 @@ def csrf_token(secret: str, token_id: str) -> str:
     return hmac.new(secret.encode("utf-8"), f"csrf:{token_id}".encode(), hashlib.sha256).hexdigest()
 
 
+def session_cookie(secret: str, token_id: str, expires_at: int, nonce: str | None = None) -> str:
+    """Return a web sign-in cookie: the token's id, an expiry, a fresh nonce and an HMAC over them.
+
+    The raw bearer token never goes into the cookie, so a leaked cookie is not an API token and
+    stops working at ``expires_at`` (or as soon as the token is revoked). The nonce makes every
+    sign-in's cookie, and so its CSRF token, different.
+    """
+    nonce = nonce or secrets.token_hex(8)
+    signed = f"session:{token_id}:{expires_at}:{nonce}".encode()
+    mac = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return f"{token_id}.{expires_at}.{nonce}.{mac}"
+
+
+def read_session_cookie(secret: str, value: str | None, now: float) -> str | None:
+    """Return the token id a sign-in cookie stands for, or None when it is forged or expired."""
+    parts = (value or "").split(".")
+    if len(parts) != 4 or not parts[1].isdigit() or len(parts[0]) > 40 or len(parts[2]) > 32:
+        return None
+    token_id, expires, nonce, _mac = parts
+    if int(expires) <= now:
+        return None
+    if not hmac.compare_digest(session_cookie(secret, token_id, int(expires), nonce), value or ""):
+        return None
+    return token_id
+
+
 def check_csrf(secret: str, token_id: str, presented: str | None) -> bool:
     """True when ``presented`` is the CSRF token of ``token_id`` (compared in constant time)."""
     return bool(presented) and hmac.compare_digest(csrf_token(secret, token_id), presented or "")
@@ -110,9 +139,18 @@ def validate_action(action: str) -> str:
     return cleaned
 
 
+def normal_action(action: str) -> str:
+    """Return ``action`` folded for comparison: case-folded, runs of spaces, '-' and '.' as '_'."""
+    return _SEPARATORS_RE.sub("_", action.strip().casefold())
+
+
 def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:
-    """True when ``action`` is in the high-risk set, which no whitelist can auto-approve."""
-    return action in set(high_risk)
+    """True when ``action`` is in the high-risk set, which no whitelist can auto-approve.
+
+    Compared folded, so ``Deploy-Production`` or ``DEPLOY_PRODUCTION`` cannot slip past a
+    catch-all rule by spelling.
+    """
+    return normal_action(action) in {normal_action(h) for h in high_risk}
 
 
 def rule_matches(rule_action: str, rule_session: str | None, action: str, session_key: str | None) -> bool:

@@ -8,7 +8,11 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class Confirmation:
-    """One confirmation request and, once decided, its decision."""
+    """One confirmation request and, once decided, its decision.
+
+    ``requester`` is the name of the token that submitted it (checked by the server);
+    ``requester_label`` is what the submitter called itself, shown but never trusted.
+    """
 
     id: str
     action: str
@@ -24,6 +28,7 @@ class Confirmation:
     decided_at: float | None
     decided_by: str | None
     reason: str | None
+    requester_label: str | None = None
     requester_token: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -40,6 +45,7 @@ class SubmitOutcome:
     kind: Literal["pending", "auto_approved", "duplicate", "rate_limited"]
     request: Confirmation | None
     retry_after: int = 0
+    limit: str = ""  # which limit refused it: "action" or "token"
 
 
 @dataclass(frozen=True)

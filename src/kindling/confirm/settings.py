@@ -66,6 +66,11 @@ class ConfirmSettings:
     max_timeout: int = 3600
     rate_limit: int = 10
     rate_window: int = 3600
+    # Per token across all actions, so one agent cannot flood the queue with made-up action names.
+    token_rate_limit: int = 100
+    # Long polls held open at once, per token and in all; past either a wait is refused with 429.
+    max_waits_per_token: int = 16
+    max_waits: int = 512
     max_body_bytes: int = 1_000_000
     max_wait: int = 60
     high_risk: frozenset[str] = HIGH_RISK_ACTIONS
@@ -114,6 +119,9 @@ class ConfirmSettings:
             "max_timeout": env_int("KINDLING_CONFIRM_MAX_TIMEOUT", 3600),
             "rate_limit": env_int("KINDLING_CONFIRM_RATE_LIMIT", 10),
             "rate_window": env_int("KINDLING_CONFIRM_RATE_WINDOW", 3600),
+            "token_rate_limit": env_int("KINDLING_CONFIRM_TOKEN_RATE_LIMIT", 100),
+            "max_waits_per_token": env_int("KINDLING_CONFIRM_MAX_WAITS_PER_TOKEN", 16),
+            "max_waits": env_int("KINDLING_CONFIRM_MAX_WAITS", 512),
             "notify_urls": _env_list("KINDLING_CONFIRM_NOTIFY_URLS") or (),
             "notify_max_attempts": env_int("KINDLING_CONFIRM_NOTIFY_MAX_ATTEMPTS", 5),
             "notify_retry_seconds": _env_float("KINDLING_CONFIRM_NOTIFY_RETRY_SECONDS", 5.0),
@@ -134,7 +142,11 @@ class ConfirmSettings:
                 "Confirmation timeouts must satisfy 1 <= min <= default <= max "
                 f"(got {self.min_timeout}, {self.default_timeout}, {self.max_timeout})."
             )
-        if self.rate_limit < 1 or self.rate_window < 1:
-            raise ConfigError("KINDLING_CONFIRM_RATE_LIMIT and _RATE_WINDOW must be at least 1.")
+        if self.rate_limit < 1 or self.rate_window < 1 or self.token_rate_limit < 1:
+            raise ConfigError(
+                "KINDLING_CONFIRM_RATE_LIMIT, _TOKEN_RATE_LIMIT and _RATE_WINDOW must be at least 1."
+            )
+        if self.max_waits_per_token < 1 or self.max_waits < 1:
+            raise ConfigError("KINDLING_CONFIRM_MAX_WAITS and _MAX_WAITS_PER_TOKEN must be at least 1.")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"Port {self.port} is out of range.")

@@ -10,6 +10,7 @@ threads and across daemon processes sharing one database.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import secrets
 import threading
@@ -138,6 +139,7 @@ class ConfirmationStore:
             decided_at=row.decided_at,
             decided_by=row.decided_by,
             reason=row.reason,
+            requester_label=row.requester_label,
             requester_token=row.requester_token,
         )
 
@@ -193,6 +195,12 @@ class ConfirmationStore:
                     )
                 ).first()
                 if row is not None:
+                    if row.digest != digest:
+                        # Returning the old request would hand its decision to a different action.
+                        raise ConfirmError(
+                            f"Idempotency-Key {idempotency_key!r} was already used for a different request.",
+                            status_code=422,
+                        )
                     return SubmitOutcome("duplicate", self._row_to_request(row))
             window_start = now - s.rate_window
             recent = conn.execute(
@@ -202,7 +210,15 @@ class ConfirmationStore:
             ).one()
             if recent[0] >= s.rate_limit:
                 retry_after = max(1, int(recent[1] + s.rate_window - now + 0.999))
-                return SubmitOutcome("rate_limited", None, retry_after=retry_after)
+                return SubmitOutcome("rate_limited", None, retry_after=retry_after, limit="action")
+            mine = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(t.requests.c.created_at)).where(
+                    t.requests.c.requester_token == identity.token_id, t.requests.c.created_at > window_start
+                )
+            ).one()
+            if mine[0] >= s.token_rate_limit:
+                retry_after = max(1, int(mine[1] + s.rate_window - now + 0.999))
+                return SubmitOutcome("rate_limited", None, retry_after=retry_after, limit="token")
             rule = (
                 None
                 if policy.is_high_risk(action, s.high_risk)
@@ -216,7 +232,8 @@ class ConfirmationStore:
                 "description": description,
                 "details": details_json,
                 "digest": digest,
-                "requester": requester or identity.name,
+                "requester": identity.name,
+                "requester_label": requester if requester and requester != identity.name else None,
                 "requester_token": identity.token_id,
                 "session_key": session_key,
                 "status": status,
@@ -233,6 +250,7 @@ class ConfirmationStore:
                 "action": action,
                 "digest": digest,
                 "requester": values["requester"],
+                "requester_label": values["requester_label"],
                 "session_key": session_key,
                 "timeout_seconds": timeout,
             }
@@ -418,7 +436,7 @@ class ConfirmationStore:
         }
 
     # -- tokens ---------------------------------------------------------------------------
-    def create_token(self, role: str, name: str) -> tuple[TokenInfo, str]:
+    def create_token(self, role: str, name: str, *, actor: str = "cli") -> tuple[TokenInfo, str]:
         """Create a token; return its record and the raw secret (shown once, stored hashed).
 
         Raises InvalidNameError for a bad role or name, ConfirmError(409) when the name is taken.
@@ -443,7 +461,7 @@ class ConfirmationStore:
                     revoked_at=None,
                 )
             )
-            self._audit(conn, "token_created", None, name, {"role": role, "token_id": info.id})
+            self._audit(conn, "token_created", None, actor, {"name": name, "role": role, "token_id": info.id})
         return info, raw
 
     def bootstrap_admin(self, name: str = "admin") -> str | None:
@@ -493,11 +511,21 @@ class ConfirmationStore:
         """Return the identity behind a raw bearer token, or None when it is unknown or revoked."""
         if not raw or not raw.startswith(policy.TOKEN_PREFIX) or len(raw) > 200:
             return None
+        presented = policy.hash_token(raw)
         with self._read() as conn:
             row = conn.execute(
-                sa.select(t.tokens).where(
-                    t.tokens.c.token_hash == policy.hash_token(raw), t.tokens.c.revoked_at.is_(None)
-                )
+                sa.select(t.tokens).where(t.tokens.c.token_hash == presented, t.tokens.c.revoked_at.is_(None))
+            ).first()
+        # The lookup is by a hash of a 256-bit secret; compare again in constant time anyway.
+        if row is None or not hmac.compare_digest(row.token_hash, presented):
+            return None
+        return policy.Identity(row.id, row.name, row.role)
+
+    def identity_by_id(self, token_id: str) -> policy.Identity | None:
+        """Return the identity of a live (not revoked) token by its id, or None."""
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
             ).first()
         return policy.Identity(row.id, row.name, row.role) if row else None
 

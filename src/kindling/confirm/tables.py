@@ -28,6 +28,8 @@ requests = sa.Table(
     sa.Column("decided_by", sa.String(200)),
     sa.Column("reason", sa.Text),
     sa.Column("idempotency_key", sa.String(200)),
+    # What the submitter called itself (the body's ``requester``); ``requester`` is the token's name.
+    sa.Column("requester_label", sa.String(200)),
     sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
@@ -119,4 +121,11 @@ def m002_append_only_audit(conn: Connection) -> None:
         )
 
 
-MIGRATIONS = (m001_initial, m002_append_only_audit)
+def m003_requester_label(conn: Connection) -> None:
+    """Keep the submitter's own label apart from the authenticated token name."""
+    # m001 builds tables from the current metadata, so a fresh database already has the column.
+    if "requester_label" not in {c["name"] for c in sa.inspect(conn).get_columns("confirm_requests")}:
+        conn.exec_driver_sql("ALTER TABLE confirm_requests ADD COLUMN requester_label VARCHAR(200)")
+
+
+MIGRATIONS = (m001_initial, m002_append_only_audit, m003_requester_label)

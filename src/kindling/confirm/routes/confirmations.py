@@ -14,7 +14,7 @@ from kindling.confirm.bodies import ApproveBody, DenyBody, SubmitBody, openapi_b
 from kindling.confirm.deps import SettingsDep, StoreDep, require
 from kindling.confirm.policy import Identity
 from kindling.confirm.settings import ConfirmSettings
-from kindling.confirm.store import Confirmation
+from kindling.confirm.store import Confirmation, ConfirmationStore
 from kindling.errors import ConfirmError, NotFoundError
 
 router = APIRouter(tags=["confirmations"])
@@ -76,10 +76,16 @@ async def submit(
         )
     )
     if outcome.kind == "rate_limited":
+        error = (
+            f"Rate limit: at most {settings.rate_limit} requests for {body.action!r} "
+            f"every {settings.rate_window}s."
+            if outcome.limit == "action"
+            else f"Rate limit: at most {settings.token_rate_limit} requests from {identity.name!r} "
+            f"every {settings.rate_window}s."
+        )
         return JSONResponse(
             {
-                "error": f"Rate limit: at most {settings.rate_limit} requests for {body.action!r} "
-                f"every {settings.rate_window}s.",
+                "error": error,
                 "remaining": 0,
                 "window_seconds": settings.rate_window,
                 "retry_after": outcome.retry_after,
@@ -89,6 +95,33 @@ async def submit(
         )
     assert outcome.request is not None
     return _submit_view(outcome.request, settings)
+
+
+class WaitSlots:
+    """Counts long polls held open, per token and in all, so waiting cannot exhaust the daemon.
+
+    Used only from the event loop's thread, between awaits, so it needs no lock.
+    """
+
+    def __init__(self, per_token: int, total: int) -> None:
+        self.per_token = per_token
+        self.total = total
+        self.held: dict[str, int] = {}
+
+    def acquire(self, token_id: str) -> bool:
+        """Take a slot for ``token_id``; False when it or the daemon already holds the most allowed."""
+        if sum(self.held.values()) >= self.total or self.held.get(token_id, 0) >= self.per_token:
+            return False
+        self.held[token_id] = self.held.get(token_id, 0) + 1
+        return True
+
+    def release(self, token_id: str) -> None:
+        """Give back a slot taken by ``acquire``."""
+        left = self.held.get(token_id, 0) - 1
+        if left > 0:
+            self.held[token_id] = left
+        else:
+            self.held.pop(token_id, None)
 
 
 def _visible(record: Confirmation, identity: Identity) -> bool:
@@ -114,6 +147,7 @@ async def list_requests(
 @router.get("/confirm/{request_id}", summary="Read one request; ?wait=N long-polls for a decision")
 async def get_request(
     request_id: str,
+    request: Request,
     identity: Reader,
     store: StoreDep,
     settings: SettingsDep,
@@ -122,7 +156,28 @@ async def get_request(
         Query(ge=0, le=3600, allow_inf_nan=False, description="Seconds to wait for a decision (at most 60)."),
     ] = 0,
 ) -> dict[str, Any]:
-    """Return the request; with ``wait`` hold the response until it is decided or the wait ends."""
+    """Return the request; with ``wait`` hold the response until it is decided or the wait ends.
+
+    A wait past the daemon's long-poll limits (per token, in all) is refused with 429.
+    """
+    if wait <= 0:
+        return await _read_until_decided(request_id, identity, store, settings, 0.0)
+    slots: WaitSlots = request.app.state.wait_slots
+    if not slots.acquire(identity.token_id):
+        raise ConfirmError(
+            f"Too many long polls open (at most {slots.per_token} per token, {slots.total} in all); "
+            "retry shortly.",
+            status_code=429,
+        )
+    try:
+        return await _read_until_decided(request_id, identity, store, settings, wait)
+    finally:
+        slots.release(identity.token_id)
+
+
+async def _read_until_decided(
+    request_id: str, identity: Identity, store: ConfirmationStore, settings: ConfirmSettings, wait: float
+) -> dict[str, Any]:
     deadline = time.monotonic() + min(wait, float(settings.max_wait))
     while True:
         record = await run_in_threadpool(store.get, request_id)

@@ -1,8 +1,10 @@
 """``/ui``: the approvers' web page, server-rendered with Jinja2.
 
-Sign in with an approver (or admin) token; the token goes into an HttpOnly, SameSite=Strict cookie.
-Every form post carries a CSRF token (an HMAC of the signed-in token's id under the database's
-secret), and a post without it is refused. The pending list refreshes itself by polling
+Sign in with an approver (or admin) token. The cookie never holds the token itself: it holds the
+token's id, an expiry (12 hours) and an HMAC under the database's secret, HttpOnly and
+SameSite=Strict; every page load checks the token is still live, so revoking it signs the browser
+out. Every form post carries a CSRF token (an HMAC of the sign-in cookie), and a post without it
+is refused. The pending list refreshes itself by polling
 ``/ui/pending``, so a new request appears without a reload.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
@@ -52,20 +55,34 @@ def _render(request: Request, name: str, context: dict[str, Any], status_code: i
     return response
 
 
-def _session(request: Request, store: ConfirmationStore) -> policy.Identity | None:
-    identity = store.authenticate(request.cookies.get(COOKIE))
+@dataclass(frozen=True)
+class WebSession:
+    """A signed-in browser: who it is, and the cookie its CSRF token is bound to."""
+
+    identity: policy.Identity
+    cookie: str
+
+    def csrf(self, secret: str) -> str:
+        """Return the CSRF token the forms of this session must carry."""
+        return policy.csrf_token(secret, self.cookie)
+
+
+def _session(request: Request, store: ConfirmationStore) -> WebSession | None:
+    cookie = request.cookies.get(COOKIE) or ""
+    token_id = policy.read_session_cookie(store.secret(), cookie, time.time())
+    identity = store.identity_by_id(token_id) if token_id else None
     if identity is None or not identity.can("decide"):
         return None
-    return identity
+    return WebSession(identity, cookie)
 
 
-def _pending_context(store: ConfirmationStore, identity: policy.Identity) -> dict[str, Any]:
+def _pending_context(store: ConfirmationStore, session: WebSession) -> dict[str, Any]:
     pending = store.list_requests(status="pending", limit=500, newest_first=False)
     return {
         "pending": pending,
         "ids": ",".join(r.id for r in pending),
-        "csrf": policy.csrf_token(store.secret(), identity.token_id),
-        "identity": identity,
+        "csrf": session.csrf(store.secret()),
+        "identity": session.identity,
         "now": time.time(),
     }
 
@@ -85,10 +102,13 @@ async def login(request: Request, store: StoreDep, token: Annotated[str, Form()]
             "That token is unknown or revoked." if identity is None else "Agent tokens cannot sign in here."
         )
         return _render(request, "login.html", {"error": message}, status_code=401)
+    expires = int(time.time()) + policy.SESSION_SECONDS
+    cookie = policy.session_cookie(await run_in_threadpool(store.secret), identity.token_id, expires)
     response = RedirectResponse("/ui", status_code=303)
     response.set_cookie(
         COOKIE,
-        token.strip(),
+        cookie,
+        max_age=policy.SESSION_SECONDS,
         httponly=True,
         samesite="strict",
         path="/ui",
@@ -100,8 +120,8 @@ async def login(request: Request, store: StoreDep, token: Annotated[str, Form()]
 @router.post("/logout")
 async def logout(request: Request, store: StoreDep, csrf: Annotated[str, Form()] = "") -> Response:
     """Sign out (CSRF-checked)."""
-    identity = await run_in_threadpool(_session, request, store)
-    if identity is not None and not policy.check_csrf(store.secret(), identity.token_id, csrf):
+    session = await run_in_threadpool(_session, request, store)
+    if session is not None and not policy.check_csrf(store.secret(), session.cookie, csrf):
         return _render(request, "error.html", {"error": "Missing or wrong CSRF token."}, status_code=403)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
@@ -109,15 +129,18 @@ async def logout(request: Request, store: StoreDep, csrf: Annotated[str, Form()]
 
 
 @router.get("", response_class=HTMLResponse)
-async def index(request: Request, store: StoreDep, msg: str | None = None) -> Response:
-    """Pending requests in full, and the recent history."""
-    identity = await run_in_threadpool(_session, request, store)
-    if identity is None:
+async def index(request: Request, store: StoreDep, decided: str | None = None) -> Response:
+    """Pending requests in full, and the recent history; ``decided`` names the request just decided."""
+    session = await run_in_threadpool(_session, request, store)
+    if session is None:
         return RedirectResponse("/ui/login", status_code=303)
 
     def load() -> dict[str, Any]:
-        context = _pending_context(store, identity)
+        context = _pending_context(store, session)
         history = [r for r in store.list_requests(limit=100) if r.status != "pending"]
+        # The notice is built from the stored request, never echoed from the URL (no spoofed text).
+        just = next((r for r in history if r.id == decided), None) if decided else None
+        msg = f"{just.action} {just.status} by {just.decided_by}" if just else None
         return {**context, "history": history, "msg": msg}
 
     return _render(request, "index.html", await run_in_threadpool(load))
@@ -126,10 +149,10 @@ async def index(request: Request, store: StoreDep, msg: str | None = None) -> Re
 @router.get("/pending", response_class=HTMLResponse)
 async def pending_fragment(request: Request, store: StoreDep) -> Response:
     """The pending list alone, polled by the page to show new requests as they arrive."""
-    identity = await run_in_threadpool(_session, request, store)
-    if identity is None:
+    session = await run_in_threadpool(_session, request, store)
+    if session is None:
         return HTMLResponse("", status_code=401)
-    return _render(request, "_pending.html", await run_in_threadpool(_pending_context, store, identity))
+    return _render(request, "_pending.html", await run_in_threadpool(_pending_context, store, session))
 
 
 @router.post("/decide/{request_id}")
@@ -143,10 +166,11 @@ async def decide(
     csrf: Annotated[str, Form()] = "",
 ) -> Response:
     """Approve or deny from the page; refused without the CSRF token or the digest that was shown."""
-    identity = await run_in_threadpool(_session, request, store)
-    if identity is None:
+    session = await run_in_threadpool(_session, request, store)
+    if session is None:
         return _render(request, "error.html", {"error": "Sign in first."}, status_code=401)
-    if not policy.check_csrf(store.secret(), identity.token_id, csrf):
+    identity = session.identity
+    if not policy.check_csrf(store.secret(), session.cookie, csrf):
         return _render(request, "error.html", {"error": "Missing or wrong CSRF token."}, status_code=403)
     if decision not in ("approve", "deny") or not digest:
         return _render(request, "error.html", {"error": "Choose approve or deny."}, status_code=400)
@@ -161,4 +185,4 @@ async def decide(
         from kindling.confirm.handlers import status_for
 
         return _render(request, "error.html", {"error": str(exc)}, status_code=status_for(exc))
-    return RedirectResponse(f"/ui?msg={record.action}+{record.status}", status_code=303)
+    return RedirectResponse(f"/ui?decided={record.id}", status_code=303)
