@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI, text, tool_call, tool_calls
-from kindling.agent import Runtime, Tool, ToolRegistry
+from kindling.agent import Runtime, Tool, ToolRegistry, run
 from kindling.review import (
     MemoryStore,
     Provenance,
@@ -157,13 +157,32 @@ def test_system_prompt_argument_is_put_first_when_snapshot_has_none(fake_openai:
     assert [t["function"]["name"] for t in body["tools"]] == ["memory"]
 
 
-def _turn_with_review(server: FakeOpenAI, heard: list[str], **runtime: Any) -> tuple[str, Any]:
-    """A caller's turn: spawn a review, then finish the turn's own work."""
-    handle = spawn_review(
-        _snapshot(), _runtime(server, **runtime), callback=heard.append, executor=ReviewExecutor()
-    )
-    reply = "Here is your answer."  # the caller's own output, produced while the review runs
-    return reply, handle
+def _turn_with_review(server: FakeOpenAI, heard: list[str], **runtime: Any) -> tuple[Any, Any, list[Any]]:
+    """A caller's turn on its own endpoint: answer the user, then spawn a review of the turn.
+
+    Returns the caller's RunResult, the review handle and the conversation the caller keeps.
+    """
+    caller = FakeOpenAI()
+    caller.start()
+    try:
+        caller.script = [text("Here is your answer.")]
+        conversation = _snapshot()
+        result = run(conversation, runtime=_runtime(caller))
+        conversation = result.messages
+        kept = json.loads(json.dumps(conversation))
+        handle = spawn_review(
+            conversation, _runtime(server, **runtime), callback=heard.append, executor=ReviewExecutor()
+        )
+        # The caller carries on with its next request while the review is still failing.
+        caller.script = [text("Next answer.")]
+        follow_up = run([*conversation, {"role": "user", "content": "next"}], runtime=_runtime(caller))
+        assert follow_up.ok and follow_up.final_text == "Next answer."
+        for body in caller.chat_requests():  # the review never touches the caller's endpoint
+            assert all(m.get("content") != review_prompt(memory=True, skills=True) for m in body["messages"])
+    finally:
+        caller.stop()
+    assert conversation == kept  # the caller's own history is not polluted by the review
+    return result, handle, conversation
 
 
 @pytest.mark.parametrize(
@@ -187,9 +206,10 @@ def test_endpoint_failures_are_reported_and_turn_completes(
         fake_openai.default = {"fault": "status", "status": 500}
     heard: list[str] = []
     with caplog.at_level(logging.ERROR, logger="kindling.review.loop"):
-        reply, handle = _turn_with_review(fake_openai, heard, **runtime)
-        assert reply == "Here is your answer."
+        result, handle, conversation = _turn_with_review(fake_openai, heard, **runtime)
+        assert result.ok and result.final_text == "Here is your answer."
         outcome = handle.join(timeout=20)
+        assert conversation[-1] == {"role": "assistant", "content": "Here is your answer."}
     assert outcome is not None and outcome.error is not None and expected in outcome.error
     assert heard == [f"Self-improvement review failed: {outcome.error}"]
     assert any("failed" in r.getMessage() and expected in r.getMessage() for r in caplog.records)
