@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -20,6 +21,8 @@ from kindling.sessions import (
     sample_info,
     sample_task_types,
 )
+from kindling.sessions.sample import SAMPLE_VERSION, _plan_sessions, _SessionWriter
+from kindling.sessions.sample_data import FAILURE_RATE
 
 HERMES_TOOLS = {
     "terminal",
@@ -73,7 +76,7 @@ def test_same_seed_same_rows_and_another_seed_differs(tmp_path: Path) -> None:
     other = generate_sample_db(tmp_path / "c.db", sessions=40, seed=4)
     assert rows(one) == rows(two)
     assert rows(one) != rows(other)
-    assert sample_info(one) == {"version": "1", "seed": "3", "sessions": "40"}
+    assert sample_info(one) == {"version": SAMPLE_VERSION, "seed": "3", "sessions": "40"}
 
 
 def test_reads_back_cleanly_with_realistic_shape(sample: Path) -> None:
@@ -131,6 +134,19 @@ def test_failures_are_realistic_and_rarer_in_marathon_sessions(sample: Path) -> 
     assert compared >= 4
 
 
+def test_intended_outcomes_are_the_results_written() -> None:
+    # A call meant to succeed gets a successful result and one meant to fail a failed one, for
+    # every tool and every command (some commands, like pytest, are in both pools).
+    rng = random.Random(11)
+    writer = _SessionWriter(rng, _plan_sessions(rng, 1)[0])
+    for tool in sorted(HERMES_TOOLS):
+        for _ in range(300):
+            # clarify cannot fail (its failure rate is 0): it only asks.
+            for fail in (False, True) if FAILURE_RATE[tool] > 0 else (False,):
+                result = writer._result(tool, writer._arguments(tool, fail), fail)
+                assert failed(result) is fail, (tool, fail, result)
+
+
 def test_compacted_rows_and_multimodal_contents(sample: Path) -> None:
     conn = sqlite3.connect(sample)
     try:
@@ -158,7 +174,7 @@ def test_regenerating_is_guarded(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="already exists"):
         generate_sample_db(target, sessions=5)
     generate_sample_db(target, sessions=6, overwrite=True)
-    assert sample_info(target) == {"version": "1", "seed": "7", "sessions": "6"}
+    assert sample_info(target) == {"version": SAMPLE_VERSION, "seed": "7", "sessions": "6"}
     real = tmp_path / "real.db"
     conn = sqlite3.connect(real)
     conn.execute("CREATE TABLE sessions (id TEXT)")

@@ -47,7 +47,7 @@ from kindling.sessions.sample_data import (
     TOOL_MIX,
 )
 
-SAMPLE_VERSION = "1"
+SAMPLE_VERSION = "2"
 BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so every run yields the same rows
 
 TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
@@ -520,10 +520,12 @@ class _SessionWriter:
         rng = self.rng
         if tool == "terminal":
             command = args["command"]
-            for known, code, output in COMMANDS_FAIL:
-                if known == command:
-                    return _json({"output": output, "exit_code": code, "error": None})
             if fail:
+                # A command that fails for a reason of its own says so; any other fails generically.
+                # Only when the call is meant to fail: some commands (pytest) appear in both lists.
+                for known, code, output in COMMANDS_FAIL:
+                    if known == command:
+                        return _json({"output": output, "exit_code": code, "error": None})
                 code, output = rng.choice(
                     (
                         (127, f"bash: line 1: {command.split()[0]}: command not found"),
