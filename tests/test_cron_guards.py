@@ -109,6 +109,42 @@ def test_table_prefers_the_longest_prefix() -> None:
     assert context_from_table("totally-new-model") is None
 
 
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        # Gateways nest a vendor prefix under their own: the table looks at the last part.
+        ("openrouter/meta-llama/llama-3.1-70b-instruct", 131_072),
+        ("openrouter/anthropic/claude-3.5-sonnet", 200_000),
+        ("openrouter/nousresearch/hermes-3-llama-3.1-405b", 131_072),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", 131_072),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", 8_192),
+    ],
+)
+def test_table_reads_the_last_part_of_nested_model_names(model: str, expected: int) -> None:
+    assert context_from_table(model) == expected
+
+
+@pytest.mark.parametrize("model", ["mistral-large-latest", "mistral-small-latest", "mistralai/mistral-nemo"])
+def test_hosted_mistral_models_are_not_blocked_by_the_7b_entry(model: str) -> None:
+    found = check_model_context(model)
+    assert found.source == "table"
+    assert found.context_length is not None and found.context_length >= MIN_CONTEXT_TOKENS
+    with pytest.raises(ModelContextError):
+        check_model_context("mistral:7b")
+
+
+def test_ollama_names_with_slashes_are_asked_for_whole(fake_openai: FakeOpenAI) -> None:
+    name = "hf.co/bartowski/Qwen-Tiny-GGUF:Q4_K_M"
+    fake_openai.ollama_show = {name: {"model_info": {"qwen2.context_length": 4096}}}
+    with pytest.raises(ModelContextError) as info:
+        check_model_context(name, base_url=fake_openai.base_url)
+    assert info.value.context_length == 4096
+    # A local provider prefix is still taken off: Ollama does not know "ollama/...".
+    fake_openai.ollama_show = {"tiny": {"model_info": {"llama.context_length": 2048}}}
+    with pytest.raises(ModelContextError):
+        check_model_context("ollama/tiny", base_url=fake_openai.base_url)
+
+
 def test_failed_detection_fails_open_with_a_logged_note(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="kindling.cron"):
         found = check_model_context("homebrew-model-7b", base_url=_dead_url())

@@ -108,10 +108,24 @@ KNOWN_CONTEXT_LENGTHS: dict[str, int] = {
     "llama3": 8_192,
     "llama-3": 8_192,
     "llama2": 4_096,
+    "meta-llama-3.1": 131_072,
+    "meta-llama-3": 8_192,
+    "llama4": 1_048_576,
+    "llama-4": 1_048_576,
+    # Only the 7B model (and Ollama's "mistral") has 32k; the hosted families have 128k and must
+    # not be blocked by a bare "mistral" prefix.
     "mistral": 32_768,
+    "mistral-large": 131_072,
+    "mistral-medium": 131_072,
+    "mistral-small": 131_072,
+    "mistral-nemo": 131_072,
     "mixtral": 32_768,
+    "mixtral-8x22b": 65_536,
     "qwen2.5": 32_768,
     "qwen3": 40_960,
+    "qwen3-coder": 262_144,
+    "gpt-oss": 131_072,
+    "command-r": 131_072,
     "phi3": 4_096,
     "phi-3": 4_096,
     "gemma2": 8_192,
@@ -148,20 +162,25 @@ def _auth_headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+def _request_json(method: str, url: str, api_key: str, body: Any = None) -> Any:
+    """Return the JSON an endpoint answers, or None when it is unreachable, refuses or is not JSON."""
+    try:
+        response = httpx.request(
+            method, url, json=body, headers=_auth_headers(api_key), timeout=DETECT_TIMEOUT
+        )
+        response.raise_for_status()
+        return response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        log.debug("%s %s failed: %s", method, url, exc)
+        return None
+
+
 def context_from_models_endpoint(model: str, base_url: str, api_key: str = "") -> int | None:
     """Return the context window an OpenAI-compatible ``GET {base_url}/models`` reports for ``model``.
 
     Returns None when the endpoint is unreachable, does not list the model, or gives no length.
     """
-    try:
-        response = httpx.get(
-            base_url.rstrip("/") + "/models", headers=_auth_headers(api_key), timeout=DETECT_TIMEOUT
-        )
-        response.raise_for_status()
-        payload = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        log.debug("GET %s/models failed: %s", base_url, exc)
-        return None
+    payload = _request_json("GET", base_url.rstrip("/") + "/models", api_key)
     entries = payload.get("data") if isinstance(payload, dict) else payload
     if not isinstance(entries, list):
         return None
@@ -178,18 +197,10 @@ def context_from_ollama(model: str, base_url: str, api_key: str = "") -> int | N
     ``base_url`` may be the OpenAI-style ``.../v1`` URL. Returns None when it cannot be found out.
     """
     root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))
-    try:
-        response = httpx.post(
-            root + "/api/show",
-            json={"model": _bare_model(model)},
-            headers=_auth_headers(api_key),
-            timeout=DETECT_TIMEOUT,
-        )
-        response.raise_for_status()
-        payload = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        log.debug("POST %s/api/show failed: %s", root, exc)
-        return None
+    # Ollama names may hold slashes themselves ("hf.co/org/model:Q4_K_M"): strip only a local
+    # provider prefix, never the first path part.
+    name = _bare_model(model) if model_provider_prefix(model) in LOCAL_PROVIDERS else model
+    payload = _request_json("POST", root + "/api/show", api_key, {"model": name})
     info = payload.get("model_info") if isinstance(payload, dict) else None
     if not isinstance(info, Mapping):
         return None
@@ -200,8 +211,11 @@ def context_from_ollama(model: str, base_url: str, api_key: str = "") -> int | N
 
 
 def context_from_table(model: str) -> int | None:
-    """Return the built-in context window for a well-known model (longest name prefix wins), or None."""
-    name = _bare_model(model).lower()
+    """Return the built-in context window for a well-known model (longest name prefix wins), or None.
+
+    Only the last path part counts: gateways nest prefixes (``openrouter/meta-llama/llama-3.1-70b``).
+    """
+    name = model.rsplit("/", 1)[-1].strip().lower()
     best: str | None = None
     for prefix in KNOWN_CONTEXT_LENGTHS:
         if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
