@@ -363,6 +363,13 @@ def test_two_processes_lose_no_update(target: str, store: TemplateStore) -> None
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
+    # Read all the while: a reader must never meet a half-written template.
+    reads = 0
+    while any(proc.poll() is None for proc in procs):
+        assert store.get("shared").name == "shared"
+        assert [t.name for t in store.list()] == ["shared"] and store.problems == []
+        reads += 1
+    assert reads > 0
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
@@ -423,7 +430,7 @@ def test_two_processes_creating_one_new_name_keep_every_version(target: str, sto
 
 KILLED_CHILD = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     import kindling.fileio
     from kindling.templates import open_store, Template
     from kindling.templates.store import SqlStore
@@ -444,7 +451,14 @@ KILLED_CHILD = textwrap.dedent(
             return stored
         SqlStore._save = slow_save
     else:
-        kindling.fileio.os.fsync = stall  # killed here: temp file written, not yet renamed
+        real_fsync = os.fsync
+        def fsync(fd):
+            # Killed while the new current file is a synced-to-be temp file, not yet renamed over
+            # victim.json (the copy of version 1 into victim.versions/ was written before it).
+            if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith(".victim.json."):
+                stall()
+            real_fsync(fd)
+        kindling.fileio.os.fsync = fsync
     store.save(Template(name="victim", description="second",
                         examples=[Example(tool_name="t", result="y" * 50000)]))
     """
@@ -466,6 +480,9 @@ def test_write_killed_midway_leaves_previous_version_readable(target: str, store
     finally:
         proc.kill()
         proc.wait(timeout=30)
+    if isinstance(store, JsonDirStore):
+        # The kill really came mid-write: the new file's temp copy is there, never renamed.
+        assert list(store.root.glob(".victim.json.*.tmp"))
     current = store.get("victim")
     assert current.description == "first"
     assert current.version == 1
