@@ -10,7 +10,8 @@ It replays a script of chat-completion responses in order and records every requ
 
 Script items are either a response built by ``text``/``tool_call``/``tool_calls`` or a fault:
 ``{"fault": "status", "status": 500}``, ``{"fault": "delay", "seconds": 5}`` (then the next item),
-``{"fault": "malformed"}`` (a 200 whose body is not JSON). When the script is exhausted the
+``{"fault": "malformed"}`` (a 200 whose body is not JSON). A status fault may carry ``"headers"``
+(e.g. ``{"retry-after": "0.3"}``); every POST is recorded with its arrival ``"time"`` (monotonic). When the script is exhausted the
 server answers ``default`` (a plain "Done." reply unless changed).
 
 It also serves ``GET /v1/models`` from ``models`` (a list of model entries, which may carry
@@ -107,8 +108,16 @@ class FakeOpenAI:
                 except ValueError:
                     return raw.decode("utf-8", "replace")
 
-            def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+            def _send(
+                self,
+                status: int,
+                body: bytes,
+                content_type: str = "application/json",
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -127,7 +136,13 @@ class FakeOpenAI:
                 body = self._read_body()
                 with fake._lock:
                     fake.requests.append(
-                        {"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body}
+                        {
+                            "method": "POST",
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "body": body,
+                            "time": time.monotonic(),
+                        }
                     )
                 if self.path.startswith("/api/show"):
                     model = body.get("model") or body.get("name") if isinstance(body, dict) else None
@@ -145,7 +160,11 @@ class FakeOpenAI:
                     item = fake._next_item()
                 if item.get("fault") == "status":
                     status = int(item.get("status", 500))
-                    self._send(status, json.dumps({"error": {"message": f"scripted {status}"}}).encode())
+                    self._send(
+                        status,
+                        json.dumps({"error": {"message": f"scripted {status}"}}).encode(),
+                        headers=item.get("headers"),
+                    )
                     return
                 if item.get("fault") == "malformed":
                     self._send(200, b"{this is not json")

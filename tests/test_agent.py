@@ -300,3 +300,16 @@ def test_base_url_without_scheme_is_an_error_without_retries() -> None:
     result = run([{"role": "user", "content": "x"}], runtime=runtime)
     assert result.error == "127.0.0.1:8000/v1: the base URL must start with http:// or https://."
     assert time.monotonic() - started < 1
+
+
+def test_retry_after_is_honoured_on_429(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script = [
+        {"fault": "status", "status": 429, "headers": {"retry-after": "0.4"}},
+        {"fault": "status", "status": 503, "headers": {"retry-after-ms": "300"}},
+        text("Recovered."),
+    ]
+    result = run([{"role": "user", "content": "x"}], runtime=_runtime(fake_openai))  # backoff 0.01 s
+    assert result.ok and result.final_text == "Recovered."
+    times = [r["time"] for r in fake_openai.requests if r["path"].endswith("/chat/completions")]
+    assert len(times) == 3
+    assert times[1] - times[0] >= 0.4 and times[2] - times[1] >= 0.3  # the server's wait, not ours
