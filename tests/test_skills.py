@@ -202,3 +202,32 @@ def test_nested_categories_are_found_as_hermes_walks_them() -> None:
     duplicate = store.create("axolotl", SKILL.replace("deploy-static-site", "axolotl"))
     assert duplicate["success"] is False and "already exists" in duplicate["error"]
     assert not (store.root / "axolotl").exists()
+
+
+def test_archive_moves_the_skill_out_of_sight_and_keeps_it() -> None:
+    store = SkillStore()
+    store.create("deploy-static-site", SKILL, category="web")
+    first = store.delete("deploy-static-site", archive=True)
+    assert first["success"] is True and first["message"] == "Skill 'deploy-static-site' archived."
+    kept = Path(first["archived_to"])
+    assert kept.parent == store.root / ".archive" and (kept / "SKILL.md").read_text(encoding="utf-8") == SKILL
+    assert store.list() == ([], []) and not (store.root / "web").exists()
+    store.create("deploy-static-site", SKILL)
+    second = store.delete("deploy-static-site", archive=True)  # same second: a fresh name, nothing lost
+    assert Path(second["archived_to"]) != kept and (Path(second["archived_to"]) / "SKILL.md").is_file()
+    assert (kept / "SKILL.md").is_file()
+
+
+def test_review_tools_archive_instead_of_deleting() -> None:
+    from kindling.review.tools import review_tools
+
+    store = SkillStore()
+    store.create("deploy-static-site", SKILL)
+    registry = ToolRegistry.of(review_tools(skill_store=store, memory=False))
+    result = json.loads(registry.dispatch("skill_manage", {"action": "delete", "name": "deploy-static-site"}))
+    assert result["message"] == "Skill 'deploy-static-site' archived."
+    assert (Path(result["archived_to"]) / "SKILL.md").read_text(encoding="utf-8") == SKILL
+    plain = ToolRegistry.of(skill_tools(store))
+    store.create("deploy-static-site", SKILL)
+    deleted = json.loads(plain.dispatch("skill_manage", {"action": "delete", "name": "deploy-static-site"}))
+    assert deleted["message"] == "Skill 'deploy-static-site' deleted."

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ MAX_NAME_LENGTH = 64
 MAX_DESCRIPTION_LENGTH = 1024
 MAX_SKILL_CHARS = 100_000
 _LOCK_NAME = ".kindling-skills"
+ARCHIVE_DIR = ".archive"  # Hermes Agent's own place for retired skills; dot-dirs are never listed
 # A skill's own support files live here; a SKILL.md inside them is data, not a skill (Hermes).
 # Only pruned under a directory that is itself a skill: elsewhere they are ordinary categories.
 SUPPORT_DIRS = frozenset({"references", "templates", "scripts", "assets"})
@@ -296,8 +298,12 @@ class SkillStore:
             return _failure(f"Cannot read skill '{name}': {exc.strerror or exc}.")
         return {"success": True, "message": f"Skill '{name}' patched.", "path": str(path)}
 
-    def delete(self, name: str) -> dict[str, Any]:
-        """Tool action ``delete``: remove the skill's directory (and an emptied category)."""
+    def delete(self, name: str, *, archive: bool = False) -> dict[str, Any]:
+        """Tool action ``delete``: remove the skill's directory (and an emptied category).
+
+        With ``archive`` the directory is moved to ``.archive/<name>-<time>`` under the root
+        instead, where neither Hermes Agent nor kindling lists it and a person can restore it.
+        """
         try:
             with self._locked():
                 skill_dir = self._existing(name).parent
@@ -306,7 +312,14 @@ class SkillStore:
                 # Never follow a link out of the skills tree into someone else's files.
                 if skill_dir.is_symlink() or root not in resolved.parents:
                     return _failure(f"Refusing to delete '{skill_dir}': it is not a directory inside {root}.")
-                shutil.rmtree(skill_dir)
+                archived: Path | None = None
+                if archive:
+                    archive_root = self.root / ARCHIVE_DIR
+                    archive_root.mkdir(parents=True, exist_ok=True)
+                    archived = _unused(archive_root / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
+                    os.replace(skill_dir, archived)
+                else:
+                    shutil.rmtree(skill_dir)
                 parent = skill_dir.parent
                 if parent != self.root and not any(parent.iterdir()):
                     parent.rmdir()
@@ -314,6 +327,12 @@ class SkillStore:
             return _failure(str(exc))
         except OSError as exc:
             return _failure(f"Cannot delete skill '{name}': {exc.strerror or exc}.")
+        if archived is not None:
+            return {
+                "success": True,
+                "message": f"Skill '{name}' archived.",
+                "archived_to": str(archived),
+            }
         return {"success": True, "message": f"Skill '{name}' deleted."}
 
     def _existing(self, name: str) -> Path:
@@ -328,6 +347,15 @@ class SkillStore:
     def _locked(self) -> Iterator[None]:
         with file_lock(self.root / _LOCK_NAME, timeout=self.lock_timeout):
             yield
+
+
+def _unused(path: Path) -> Path:
+    """Return ``path``, or ``path.1``, ``path.2``, ... when it is taken (two archives in a second)."""
+    candidate, index = path, 0
+    while candidate.exists():
+        index += 1
+        candidate = path.with_name(f"{path.name}.{index}")
+    return candidate
 
 
 def _check_content(content: str) -> None:

@@ -122,8 +122,12 @@ def memory_tool(store: MemoryStore | None = None, *, provenance: Provenance | No
     return Tool(MEMORY_TOOL, MEMORY_TOOLSET, MEMORY_SCHEMA, handle)
 
 
-def skill_tools(store: SkillStore | None = None) -> list[Tool]:
-    """Return the ``skill_manage``, ``skill_view`` and ``skills_list`` tools over ``store``."""
+def skill_tools(store: SkillStore | None = None, *, archive_deletes: bool = False) -> list[Tool]:
+    """Return the ``skill_manage``, ``skill_view`` and ``skills_list`` tools over ``store``.
+
+    With ``archive_deletes`` a ``delete`` moves the skill under ``.archive/`` instead of
+    removing it, for runs with no person watching (a background review).
+    """
     skills = store or SkillStore()
 
     def manage(args: dict[str, Any]) -> str:
@@ -140,7 +144,7 @@ def skill_tools(store: SkillStore | None = None) -> list[Tool]:
         if action == "patch":
             return result_json(skills.patch(name, text["old_string"] or "", text["new_string"] or ""))
         if action == "delete":
-            return result_json(skills.delete(name))
+            return result_json(skills.delete(name, archive=archive_deletes))
         if action == "view":
             return result_json(skills.view(name))
         return error_result(f"Unknown action '{action}'. Use: create, patch, edit, delete.")
@@ -169,10 +173,14 @@ def review_tools(
     memory: bool = True,
     skills: bool = True,
 ) -> list[Tool]:
-    """Return the tools a review may call: the memory tool and/or the skill tools."""
+    """Return the tools a review may call: the memory tool and/or the skill tools.
+
+    A review's skill ``delete`` archives (see :func:`skill_tools`).
+    """
     tools: list[Tool] = []
     if memory:
         tools.append(memory_tool(memory_store, provenance=provenance))
     if skills:
-        tools.extend(skill_tools(skill_store))
+        # Nobody watches a review: a skill it retires must stay recoverable (Hermes archives too).
+        tools.extend(skill_tools(skill_store, archive_deletes=True))
     return tools
