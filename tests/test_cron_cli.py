@@ -190,6 +190,18 @@ def test_list_prints_errors_that_look_like_markup_as_text(fake_openai: FakeOpenA
     assert "[/INST]" in out and "[bold]" in out
 
 
+def test_a_run_that_never_finished_reads_unfinished(fake_openai: FakeOpenAI) -> None:
+    # What a claim leaves when its process is killed mid-run: a start time and no result.
+    job = _add(fake_openai)
+    JsonJobStore().update(job["id"], {"last_run_at": datetime.now(timezone.utc), "last_status": None})
+    code, out = _invoke("list")
+    assert code == 0 and "unfinished" in out
+    code, out = _invoke("status")
+    assert code == 0
+    assert "report at" in out and "unfinished" in out
+    assert "never finished" in out
+
+
 def test_corrupt_jobs_file_is_reported_and_left_alone() -> None:
     path = default_jobs_path()
     path.parent.mkdir(parents=True)

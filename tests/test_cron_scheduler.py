@@ -342,6 +342,8 @@ def _crash_mid_run_then_tick(store: JobStore, fake: FakeOpenAI, *extra: str) -> 
     fake.script = [{"fault": "delay", "seconds": 30}, text("too late")]
     job = _add_prompt_job(store, fake, context_length=100_000)
     slot = _make_due(store, job)
+    # An earlier run went well: a crashed run must not go on showing its "ok".
+    store.update(job.id, {"last_status": "ok", "last_run_at": slot - timedelta(hours=1)})
     proc = _tick_process(*extra)
     try:
         deadline = time.monotonic() + 30
@@ -357,6 +359,7 @@ def _crash_mid_run_then_tick(store: JobStore, fake: FakeOpenAI, *extra: str) -> 
     assert crashed.next_run_at is not None and crashed.next_run_at > slot  # advanced before running
     assert crashed.repeat.completed == 1
     assert crashed.last_status is None  # never finished
+    assert crashed.last_run_at is not None and crashed.last_run_at >= slot
     fake.script = []
     # The next tick: the lock died with the process (the server may take a moment to notice the
     # dropped PostgreSQL connection), and the slot stays used.
@@ -369,6 +372,8 @@ def _crash_mid_run_then_tick(store: JobStore, fake: FakeOpenAI, *extra: str) -> 
     assert result.runs == []
     assert len(fake.chat_requests()) == 1
     assert _outputs(job) == []
+    [unfinished] = scheduler_status(store)["unfinished"]
+    assert unfinished["id"] == job.id
 
 
 def test_a_job_that_kills_its_process_mid_run_is_not_rerun_for_the_same_slot(

@@ -52,6 +52,13 @@ def _state(job: Any) -> str:
     return "done" if job.next_run_at is None else "scheduled"
 
 
+def _last_status(job: Any) -> str:
+    if job.last_status:
+        return str(job.last_status)
+    # Started (the claim stamps last_run_at) but no result recorded: running now, or killed.
+    return "unfinished" if job.last_run_at else "-"
+
+
 def _warn_unreadable(store: Any) -> None:
     for reason in store.skipped:
         err_console.print(f"Skipped unreadable job {reason}", markup=False, highlight=False)
@@ -151,7 +158,7 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     for column in ("id", "name", "kind", "schedule", "next run", "last status"):
         table.add_column(column, overflow="fold")
     for job in jobs:
-        status = job.last_status or "-"
+        status = _last_status(job)
         if job.last_run_at:
             status += f" at {_when(job.last_run_at)}"
         if job.last_error:
@@ -255,7 +262,8 @@ def status_command(db: DbOption = None, json_output: JsonOption = False) -> None
     console.print(f"next: {nxt['name']} at {_when(nxt['at'])}" if nxt else "next: -", highlight=False)
     last = status["last_run"]
     console.print(
-        f"last run: {last['name']} at {_when(last['at'])}, {last['status'] or 'running'}"
+        f"last run: {last['name']} at {_when(last['at'])}, "
+        f"{last['status'] or ('running' if status['tick_running'] else 'unfinished')}"
         if last
         else "last run: -",
         highlight=False,
@@ -263,6 +271,12 @@ def status_command(db: DbOption = None, json_output: JsonOption = False) -> None
     console.print(f"tick running: {'yes' if status['tick_running'] else 'no'}", highlight=False)
     for failing in status["failing"]:
         console.print(f"failing: {failing['name']}: {failing['status']}: {failing['error']}", markup=False)
+    for job in status["unfinished"]:
+        console.print(
+            f"unfinished: {job['name']} started at {_when(job['at'])} and never finished (killed or crashed)",
+            markup=False,
+            highlight=False,
+        )
     for reason in status["unreadable"]:
         console.print(f"unreadable: {reason}", markup=False)
 

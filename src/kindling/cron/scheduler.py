@@ -85,8 +85,13 @@ def claim_changes(job: Job, now: datetime) -> dict[str, Any]:
     broken job is reported once instead of failing every tick.
     """
     completed = job.repeat.completed + 1
+    # The previous run's status is cleared with the claim: if this run is killed before it records
+    # its own, the job reads "unfinished" instead of wearing the last run's "ok".
     changes: dict[str, Any] = {
         "last_run_at": now,
+        "last_status": None,
+        "last_error": None,
+        "last_warnings": [],
         "repeat": {"times": job.repeat.times, "completed": completed},
     }
     try:
@@ -245,7 +250,11 @@ def run_daemon(
 
 
 def scheduler_status(store: JobStore | None = None, *, now: datetime | None = None) -> dict[str, Any]:
-    """Return a summary of the store: counts, the next due job, the last run, failing jobs, lock state."""
+    """Return a summary of the store: counts, the next due job, the last run, failing jobs, lock state.
+
+    ``unfinished`` lists jobs whose last run started but never recorded a result while no tick is
+    running: the process running them was killed or crashed (the slot is not re-run).
+    """
     store = store or open_job_store()
     at = as_utc(now) if now is not None else utcnow()
     jobs = store.list()
@@ -273,6 +282,11 @@ def scheduler_status(store: JobStore | None = None, *, now: datetime | None = No
             for j in jobs
             if j.last_status in ("error", "blocked")
         ],
+        "unfinished": (
+            []
+            if tick_running
+            else [{"id": j.id, "name": j.name, "at": j.last_run_at} for j in ran if j.last_status is None]
+        ),
         "unreadable": list(store.skipped),
         "tick_running": tick_running,
     }
