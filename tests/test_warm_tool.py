@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kindling.config import templates_dir
 from kindling.integrations.warm_tool import WARM_SESSION_SCHEMA, warm_session
+from kindling.mining.model import Example
 from kindling.sessions import generate_sample_db
-from kindling.templates import open_store
+from kindling.templates import Template, open_store
 from kindling.warmup import validate_conversation
 
 
@@ -121,3 +124,69 @@ def test_errors_come_back_as_json(args: dict[str, Any], message: str) -> None:
 
 def test_non_dict_arguments() -> None:
     assert json.loads(warm_session("build"))["success"] is False  # type: ignore[arg-type]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+message_like = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant", "tool", "robot"])},
+    optional={
+        "content": json_values,
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "id": st.text(max_size=6) | st.integers(),
+                    "function": st.fixed_dictionaries(
+                        {}, optional={"name": json_values, "arguments": json_values}
+                    )
+                    | json_values,
+                },
+            )
+            | json_values,
+            max_size=2,
+        ),
+        "tool_call_id": json_values,
+    },
+)
+plain_message = st.builds(
+    lambda role, text: {"role": role, "content": text},
+    st.sampled_from(["system", "user", "assistant"]),
+    st.text(max_size=40),
+)
+tool_args = st.fixed_dictionaries(
+    {"action": st.sampled_from(["inject", "load", "list", "delete", "build", "explode"])},
+    optional={
+        "name": st.sampled_from(["fuzz", "../x", "", "missing"]) | json_values,
+        "task": st.text(max_size=40) | json_values,
+        "budget": st.integers(-5, 5000) | json_values,
+        "style": st.sampled_from(["triples", "closed"]) | json_values,
+        "messages": st.lists(plain_message | message_like, max_size=4) | json_values,
+        "description": json_values,
+        "min_messages": json_values,
+        "max_sessions": json_values,
+        "source_filter": json_values,
+        "tags": json_values,
+        "task_type": st.sampled_from(["code", "cooking"]) | json_values,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=tool_args)
+def test_any_arguments_get_a_json_answer_never_an_exception(args: dict[str, Any]) -> None:
+    store = open_store()
+    if not store.exists("fuzz"):
+        store.save(Template(name="fuzz", examples=[Example(tool_name="terminal", context="run tests")]))
+    if args.get("action") == "build":
+        args = {**args, "sources": ["/nonexistent/state.db"]}  # never mine whatever the text names
+    result = json.loads(warm_session(args))
+    assert isinstance(result["success"], bool)
+    if result["success"]:
+        if args["action"] in ("load", "inject"):
+            validate_conversation(result["messages"])
+    else:
+        assert isinstance(result["error"], str) and result["error"]
