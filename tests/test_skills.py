@@ -91,7 +91,7 @@ def test_patch_edit_delete() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["", "../escape", "Upper", "-dash-first", "a/b", "x" * 65, ".hidden", "spa ce"],
+    ["", "../escape", "Upper", "-dash-first", "a/b", "x" * 65, ".hidden", "spa ce", "name\n"],
 )
 def test_unsafe_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidNameError):

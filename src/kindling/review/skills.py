@@ -56,7 +56,7 @@ def validate_skill_name(name: str, *, kind: str = "skill name") -> str:
         raise InvalidNameError(
             f"The {kind} '{name}' is longer than {MAX_NAME_LENGTH} characters.", name=name, kind=kind
         )
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):  # not match(): its '$' also matches before a final newline
         raise InvalidNameError(
             f"Invalid {kind} '{name}': use lowercase letters, digits, '.', '_' and '-', "
             "starting with a letter or digit.",
