@@ -248,3 +248,11 @@ def test_content_holding_the_separator_is_refused() -> None:
         assert result["success"] is False and "entry separator" in result["error"]
     assert not store.path("memory").exists()
     assert store.add("memory", "costs 5 § per unit")["success"] is True  # a § inside a line is fine
+
+
+def test_memory_files_are_private_to_their_owner() -> None:
+    store = MemoryStore()
+    store.add("user", "Lives in Lisbon.")
+    store.add("memory", "Deploys use make release.")
+    for path in (store.path("user"), store.path("memory"), store.provenance_path):
+        assert path.stat().st_mode & 0o777 == 0o600, path

@@ -36,6 +36,8 @@ MEMORY_CHAR_LIMIT = 2200
 USER_CHAR_LIMIT = 1375
 TARGET_FILES: dict[str, str] = {"memory": "MEMORY.md", "user": "USER.md"}
 PROVENANCE_FILE = "provenance.jsonl"
+# What is known about a person stays readable by that person only (Hermes's files are 0600 too).
+PRIVATE_MODE = 0o600
 
 Target = Literal["memory", "user"]
 
@@ -230,7 +232,7 @@ class MemoryStore:
             return index
         path = self.path(target)
         backup = path.with_name(f"{path.name}.bak.{int(time.time())}")
-        write_atomic(backup, path.read_bytes())
+        write_atomic(backup, path.read_bytes(), mode=PRIVATE_MODE)
         logger.warning("%s holds text not written by the memory tool; backed up to %s.", path, backup)
         return {
             **_failure(
@@ -261,7 +263,7 @@ class MemoryStore:
         provenance: Provenance | None,
         **details: str,
     ) -> None:
-        write_atomic(self.path(target), ENTRY_DELIMITER.join(entries))
+        write_atomic(self.path(target), ENTRY_DELIMITER.join(entries), mode=PRIVATE_MODE)
         record: dict[str, Any] = {"ts": round(time.time(), 3), "action": action, "target": target, **details}
         record.update((provenance or Provenance()).as_dict())
         self._append_provenance(record)
@@ -279,7 +281,7 @@ class MemoryStore:
                 raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
             if existing and not existing.endswith(b"\n"):
                 existing += b"\n"
-            write_atomic(path, existing + line.encode("utf-8") + b"\n")
+            write_atomic(path, existing + line.encode("utf-8") + b"\n", mode=PRIVATE_MODE)
 
     def _success(self, target: str, entries: list[str], message: str) -> dict[str, Any]:
         return {
