@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from kindling.warmup import (
     warm,
     warm_conversation,
 )
+from kindling.warmup import tokens
 from kindling.warmup.build import truncate_to_tokens
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -58,6 +61,54 @@ def test_token_estimate_is_chars_over_four() -> None:
     assert estimate_tokens("abcd") == 1
     assert estimate_tokens("abcde") == 2
     assert estimate_tokens("x" * 400) == 100
+
+
+FAKE_TIKTOKEN = """
+import os
+
+def get_encoding(name):
+    with open(os.environ["FAKE_TIKTOKEN_LOG"], "a") as log:
+        log.write(name + "\\n")
+
+    class Encoding:
+        def encode(self, text, disallowed_special=()):
+            return text.split()
+
+    return Encoding()
+"""
+
+
+def test_tiktoken_is_used_only_when_its_encoding_is_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tiktoken is an optional extra and not installed here; a stand-in package records whether
+    # get_encoding (which downloads an uncached encoding, with no timeout) is ever called.
+    package = tmp_path / "site" / "tiktoken"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_TIKTOKEN)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    monkeypatch.setenv("FAKE_TIKTOKEN_LOG", str(log))
+    monkeypatch.delenv("KINDLING_TOKENIZER", raising=False)
+    text = "one two three four five six seven eight"  # 39 characters, 8 words
+    try:
+        tokens._encoder.cache_clear()
+        assert estimate_tokens(text) == 10  # not cached: characters / 4 ...
+        assert not log.exists()  # ... and no download was attempted
+        url = b"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+        (cache / hashlib.sha1(url).hexdigest()).write_text("cached encoding")
+        tokens._encoder.cache_clear()
+        assert estimate_tokens(text) == 8  # cached: tiktoken counts
+        assert log.read_text() == "cl100k_base\n"
+        monkeypatch.setenv("KINDLING_TOKENIZER", "chars")
+        tokens._encoder.cache_clear()
+        assert estimate_tokens(text) == 10
+    finally:
+        sys.modules.pop("tiktoken", None)
+        tokens._encoder.cache_clear()
 
 
 def test_truncation_keeps_a_marker_and_fits() -> None:
