@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from kindling.agent.loop import Runtime
-from kindling.errors import NotFoundError
 from kindling.review.loop import DEFAULT_MAX_ITERATIONS, ReviewOutcome, run_review
 from kindling.review.memory import MemoryStore, Provenance
 from kindling.review.skills import SkillStore
@@ -88,19 +87,14 @@ def session_messages(session: Session, report: ConversionReport | None = None) -
 
 
 def load_session(source: str | Path, session_id: str, format: str | None = None) -> Session:
-    """Return session ``session_id`` from ``source``; raise NotFoundError or SourceError."""
-    from kindling.sessions import iter_sessions
+    """Return session ``session_id`` from ``source``; raise NotFoundError or SourceError.
 
-    sessions = iter_sessions(source, format)
-    try:
-        for session in sessions:
-            if session.id == session_id:
-                return session
-    finally:
-        close = getattr(sessions, "close", None)
-        if close is not None:
-            close()  # release the source's connections now, not whenever the generator is collected
-    raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
+    A Hermes database (SQLite or PostgreSQL) is asked for the one session rather than read
+    whole, so reviewing one session of a large ``state.db`` stays quick.
+    """
+    from kindling.sessions import find_session
+
+    return find_session(source, session_id, format)
 
 
 def review_session(
