@@ -28,11 +28,11 @@ from kindling.warmup import (
     rank_examples,
     select_examples,
     to_anthropic,
+    tokens,
     validate_conversation,
     warm,
     warm_conversation,
 )
-from kindling.warmup import tokens
 from kindling.warmup.build import truncate_to_tokens
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
