@@ -163,6 +163,9 @@ def test_make_job_defaults_and_validation() -> None:
     forever = make_job("loop", "prompt", "every 5m", now=NOW, prompt="x")
     assert forever.repeat.times is None
     assert make_job("n", "prompt", "every 5m", now=NOW, prompt="x", repeat=3).repeat.times == 3
+    with pytest.raises(ConfigError, match="runs once"):
+        make_job("n", "prompt", "30m", now=NOW, prompt="x", repeat=3)
+    assert make_job("n", "prompt", "30m", now=NOW, prompt="x", repeat=1).repeat.times == 1
     with pytest.raises(ConfigError, match="needs a prompt"):
         make_job("n", "prompt", "every 5m", prompt="  ")
     with pytest.raises(ConfigError, match="not one of"):

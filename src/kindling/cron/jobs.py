@@ -598,6 +598,12 @@ def make_job(
         from kindling.cron.delivery import check_delivery_url
 
         check_delivery_url(str(fields["deliver"]))
+    if repeat is not None and repeat > 1 and not parsed.recurring:
+        # A one-off slot has no second run: a silent single run would surprise whoever asked for more.
+        raise ConfigError(
+            f"Schedule {parsed.expression!r} runs once, so it cannot repeat {repeat} times; give the "
+            "repeat count with an interval ('every 30m') or a cron expression."
+        )
     times = repeat if repeat is not None else (None if parsed.recurring else 1)
     try:
         return Job(
