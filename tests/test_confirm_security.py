@@ -199,10 +199,38 @@ def test_the_notice_is_never_echoed_from_the_url(client: httpx.Client, tokens: T
 
 def test_every_body_is_capped_even_before_sign_in(client: httpx.Client, tokens: Tokens) -> None:
     big = "t" * 1_200_000
-    assert client.post("/ui/login", data={"token": big}).status_code == 413
+    r = client.post("/ui/login", data={"token": big})
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
     chunks = (b"token=" + b"x" * 100_000 for _ in range(15))  # streamed, no Content-Length
-    r = client.post(
-        "/ui/login", content=chunks, headers={"Content-Type": "application/x-www-form-urlencoded"}
-    )
-    assert r.status_code == 413
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    r = client.post("/ui/login", content=chunks, headers=form)
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
+    streamed_json = (b'{"action": "x", "description": "' + b"y" * 100_000 for _ in range(15))
+    r = client.post("/confirm", content=streamed_json, headers=auth(tokens.agent))
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
     assert client.get("/health").status_code == 200
+
+
+def test_sqlite_commits_are_synced_to_disk(store: ConfirmationStore) -> None:
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+
+
+@pytest.mark.parametrize("action", ["deploy\u202e_staging", "read\u200blogs", "x\x7f", "a\u2028b"])
+def test_actions_with_invisible_or_control_characters_are_refused(
+    client: httpx.Client, tokens: Tokens, action: str
+) -> None:
+    r = _submit(client, tokens.agent, action)
+    assert r.status_code == 400 and "printable" in r.json()["error"]
+
+
+def test_the_cookie_is_secure_when_the_public_url_is_https(tmp_path: Path) -> None:
+    db = str(tmp_path / "tls.db")
+    store = ConfirmationStore(db, daemon_settings(db, public_url="https://confirm.example"))
+    approver = store.create_token("approver", "alice")[1]
+    try:
+        with running(store.settings, store) as server:
+            login = httpx.post(f"{server.base_url}/ui/login", data={"token": approver})
+            assert login.status_code == 303 and "secure" in login.headers["set-cookie"].lower()
+    finally:
+        store.close()

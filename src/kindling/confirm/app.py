@@ -12,8 +12,11 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kindling import __version__
 from kindling.confirm import handlers
@@ -22,6 +25,43 @@ from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
 from kindling.confirm.web import STATIC_DIR
 from kindling.confirm.workers import run_outbox, run_sweeper
+
+
+class BodyLimit:
+    """Refuse any request body past ``max_bytes`` with 413, before it is parsed or authenticated.
+
+    Covers every route, the unauthenticated sign-in form included: a declared Content-Length past
+    the limit is answered at once; a streamed body is cut off as soon as it passes the limit.
+    (Starlette's own limiter answers in plain text; this one keeps the ``{"error": ...}`` shape.)
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with a receive channel that counts body bytes."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"Body is larger than {self.max_bytes} bytes."
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await JSONResponse({"error": message}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            received = await receive()
+            if received["type"] == "http.request":
+                seen += len(received.get("body", b""))
+                if seen > self.max_bytes:
+                    # An HTTPException, so FastAPI's form parser passes it on instead of calling it a 400.
+                    raise StarletteHTTPException(413, message)
+            return received
+
+        await self.app(scope, limited, send)
 
 
 def create_app(
@@ -61,10 +101,8 @@ def create_app(
         version=__version__,
         description="An agent asks, a human decides: durable, authenticated confirmation of risky actions.",
         lifespan=lifespan,
-        # Every body, the unauthenticated sign-in form included, is cut off past the limit (413)
-        # before it is parsed; the JSON routes check the same limit themselves as well.
-        max_body_size=settings.max_body_bytes,
     )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.state.settings = settings
     app.state.store = the_store
     app.state.wait_slots = confirmations.WaitSlots(settings.max_waits_per_token, settings.max_waits)

@@ -10,6 +10,7 @@ import hmac
 import json
 import re
 import secrets
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -130,7 +131,13 @@ def validate_role(role: str) -> Role:
 def validate_action(action: str) -> str:
     """Return ``action`` stripped when it is a usable action name; raise InvalidNameError otherwise."""
     cleaned = action.strip() if isinstance(action, str) else ""
-    if not cleaned or len(cleaned) > MAX_ACTION_CHARS or any(ord(ch) < 32 for ch in cleaned):
+    # Control and format characters (bidi overrides, zero-width joiners) could make the name an
+    # approver reads differ from the one that is stored and matched.
+    if (
+        not cleaned
+        or len(cleaned) > MAX_ACTION_CHARS
+        or any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in cleaned)
+    ):
         raise InvalidNameError(
             f"Action {action!r} must be 1-{MAX_ACTION_CHARS} printable characters.",
             name=str(action),

@@ -58,6 +58,10 @@ class ConfirmationStore:
         self.settings = settings or ConfirmSettings(db=self.target)
         self.engine: Engine = create_engine(target)
         self._sqlite = self.engine.dialect.name == "sqlite"
+        if self._sqlite:
+            # A 202 or a decision must survive a power cut, not only a crash: WAL's NORMAL default
+            # can lose the last commits, and with them an approval an agent already acted on.
+            sa.event.listen(self.engine, "connect", _sqlite_full_sync)
         # On SQLite, queue this process's writers here rather than in SQLite's busy-sleep loop.
         self._local_write_lock = threading.Lock()
         with translate_errors(self.target, "migrate"):
@@ -675,6 +679,12 @@ class ConfirmationStore:
                 prev = r.hash
                 expected_seq += 1
         return AuditReport(True, count)
+
+
+def _sqlite_full_sync(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
 
 
 def _redact_notify_url(url: str) -> str:

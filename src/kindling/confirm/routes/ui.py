@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from kindling.confirm import policy
-from kindling.confirm.deps import StoreDep
+from kindling.confirm.deps import SettingsDep, StoreDep
 from kindling.confirm.store import Confirmation, ConfirmationStore
 from kindling.confirm.web import TEMPLATES_DIR
 from kindling.errors import KindlingError
@@ -94,7 +94,9 @@ async def login_page(request: Request) -> HTMLResponse:
 
 
 @router.post("/login")
-async def login(request: Request, store: StoreDep, token: Annotated[str, Form()] = "") -> Response:
+async def login(
+    request: Request, store: StoreDep, settings: SettingsDep, token: Annotated[str, Form()] = ""
+) -> Response:
     """Sign in with a token; agents are refused (they may never decide)."""
     identity = await run_in_threadpool(store.authenticate, token.strip())
     if identity is None or not identity.can("decide"):
@@ -112,7 +114,8 @@ async def login(request: Request, store: StoreDep, token: Annotated[str, Form()]
         httponly=True,
         samesite="strict",
         path="/ui",
-        secure=request.url.scheme == "https",
+        # Behind a TLS-terminating proxy the request itself may look like plain http.
+        secure=request.url.scheme == "https" or settings.base_url.startswith("https://"),
     )
     return response
 
