@@ -13,7 +13,9 @@ each held-out task, three rules choose examples under the same token budget:
                  the control that shows what relevance adds beyond covering many tools.
 
 It prints the mean tool recall of each rule (the share of the task's tools, among those the
-template knows, that the chosen examples cover) and kindling's recall as a ratio to each baseline.
+template knows, that the chosen examples cover) and kindling's recall as a ratio to each baseline,
+at warm-up's default of 8 examples and again at 2 and 4, where there is no room to cover every tool
+and relevance has to do the choosing.
 ``--quick`` uses a small database and finishes in a few seconds.
 
     .venv/bin/python bench/selection.py
@@ -33,6 +35,7 @@ FULL_SESSIONS = 400
 QUICK_SESSIONS = 80
 HOLD_OUT_EVERY = 5  # every 5th session is held out: 20%
 SEED = 7
+SWEEP = (2, 4)  # smaller example counts also measured, where relevance must do the choosing
 
 
 def load_tasks(db: Path) -> tuple[list[Any], list[tuple[str, set[str], str]]]:
@@ -63,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small database; runs in a few seconds")
     parser.add_argument("--sessions", type=int, default=None, help="sessions in the generated database")
     parser.add_argument("--budget", type=int, default=2000, help="token budget per task (default 2000)")
+    parser.add_argument(
+        "--max-examples", type=int, default=8, help="examples per task (default 8, warm-up's default)"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every held-out task")
     args = parser.parse_args(argv)
 
@@ -88,39 +94,52 @@ def main(argv: list[str] | None = None) -> int:
     frequent = sorted(range(len(examples)), key=lambda i: (-examples[i].count, i))
     one_per_tool = rank_examples(examples, "")  # no task words: frequency order, diverse over tools
 
-    rules: dict[str, list[float]] = {"kindling": [], "first-N": [], "most-frequent": [], "one-per-tool": []}
-    sizes: dict[str, list[int]] = {name: [] for name in rules}
-    for task, used_all, session_id in held_out:
-        used = used_all & known
-        if not used:
-            continue
-        orders = (
-            ("kindling", None),
-            ("first-N", first_n),
-            ("most-frequent", frequent),
-            ("one-per-tool", one_per_tool),
-        )
-        for name, order in orders:
-            chosen = select_examples(
-                template.examples, task, budget=args.budget, index=index, order=order
-            ).examples
-            value = recall({e.tool_name for e in chosen}, used)
-            assert value is not None
-            rules[name].append(value)
-            sizes[name].append(len(chosen))
-        if args.verbose:
-            row = "  ".join(f"{name} {values[-1]:.2f}" for name, values in rules.items())
-            print(f"{session_id[:12]:12}  used={','.join(sorted(used)):40.40}  {row}  | {task[:60]!r}")
+    orders: dict[str, list[int] | None] = {
+        "kindling": None,
+        "first-N": first_n,
+        "most-frequent": frequent,
+        "one-per-tool": one_per_tool,
+    }
 
+    def measure(
+        max_examples: int, verbose: bool = False
+    ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+        rules: dict[str, list[float]] = {name: [] for name in orders}
+        sizes: dict[str, list[int]] = {name: [] for name in orders}
+        for task, used_all, session_id in held_out:
+            used = used_all & known
+            if not used:
+                continue
+            for name, order in orders.items():
+                chosen = select_examples(
+                    template.examples,
+                    task,
+                    budget=args.budget,
+                    max_examples=max_examples,
+                    index=index,
+                    order=order,
+                ).examples
+                value = recall({e.tool_name for e in chosen}, used)
+                assert value is not None
+                rules[name].append(value)
+                sizes[name].append(len(chosen))
+            if verbose:
+                row = "  ".join(f"{name} {values[-1]:.2f}" for name, values in rules.items())
+                print(f"{session_id[:12]:12}  used={','.join(sorted(used)):40.40}  {row}  | {task[:60]!r}")
+        return rules, sizes
+
+    rules, sizes = measure(args.max_examples, args.verbose)
     tasks = len(rules["kindling"])
     print(
         f"kindling selection benchmark ({'quick' if args.quick else 'full'}): {sessions} sessions, "
         f"{len(train)} to mine, {tasks} held-out tasks, template of {len(examples)} examples "
-        f"over {len(known)} tools, budget {args.budget} tokens"
+        f"over {len(known)} tools, budget {args.budget} tokens, at most {args.max_examples} examples"
     )
     if not tasks:
         print("no held-out task used a tool the template knows; nothing to measure")
         return 1
+    used_per_task = statistics.fmean(len(used & known) for _, used, _ in held_out if used & known)
+    print(f"  a held-out task used {used_per_task:.1f} of the template's tools on average")
     means = {name: statistics.fmean(values) for name, values in rules.items()}
     for name in rules:
         print(
@@ -130,6 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     for baseline in ("first-N", "most-frequent", "one-per-tool"):
         ratio = means["kindling"] / means[baseline] if means[baseline] else float("inf")
         print(f"  kindling / {baseline}: {ratio:.2f}x tool recall")
+    # With room for one example of nearly every tool, covering tools is most of the score; fewer
+    # slots show what relevance adds on its own.
+    for smaller in SWEEP:
+        if smaller >= args.max_examples:
+            continue
+        sweep = {name: statistics.fmean(values) for name, values in measure(smaller)[0].items()}
+        row = "  ".join(f"{name} {value:.3f}" for name, value in sweep.items())
+        print(f"  at most {smaller} examples, mean tool recall: {row}")
     return 0
 
 

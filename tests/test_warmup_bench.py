@@ -25,6 +25,11 @@ def test_selection_bench_prints_recall_for_every_rule() -> None:
         assert match, out
         assert 0.0 <= float(match.group(1)) <= 1.0
     assert re.search(r"kindling / first-N: \d+\.\d+x tool recall", out), out
+    for smaller in (2, 4):
+        sweep = re.search(rf"at most {smaller} examples, mean tool recall: (.*)", out)
+        assert sweep, out
+        values = dict(re.findall(r"([a-zA-Z-]+) (\d\.\d+)", sweep.group(1)))
+        assert set(values) == {"kindling", "first-N", "most-frequent", "one-per-tool"}, out
 
 
 def test_warmup_bench_prints_median_and_ratio() -> None:
