@@ -559,3 +559,34 @@ def test_default_provenance_marks_a_background_review(fake_openai: FakeOpenAI) -
         "tool_name": "memory",
         "tool_call_id": "d1",
     }
+
+
+def test_a_stored_system_prompt_leads_the_review_and_the_platform_is_recorded(
+    fake_openai: FakeOpenAI,
+) -> None:
+    from kindling.review import review_stored
+    from kindling.sessions import Message, Session
+
+    session = Session(
+        id="tg-1",
+        source="telegram",
+        parent_id="tg-0",
+        messages=(Message("user", "Call me Ada."), Message("assistant", "Hi Ada.")),
+        metadata={"system_prompt": SYSTEM_PROMPT, "task_id": "t-9"},
+    )
+    fake_openai.script = [
+        tool_call("memory", {"action": "add", "target": "user", "content": "Goes by Ada."}, "s1"),
+        text("Saved."),
+    ]
+    outcome = review_stored(session, runtime=_runtime(fake_openai), review_skills=False)
+    assert outcome.ok and outcome.actions == ["User profile updated"]
+    sent = fake_openai.chat_requests()[0]["messages"]
+    assert sent[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert sent[1:3] == session_messages(session)
+    records, _ = MemoryStore().read_provenance()
+    assert {k: records[0].get(k) for k in ("session_id", "parent_session_id", "platform", "task_id")} == {
+        "session_id": "tg-1",
+        "parent_session_id": "tg-0",
+        "platform": "telegram",
+        "task_id": "t-9",
+    }

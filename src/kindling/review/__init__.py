@@ -20,7 +20,7 @@ from kindling.review.loop import (
 )
 from kindling.review.memory import ENTRY_DELIMITER, MemoryStore, Provenance, memories_dir
 from kindling.review.prompts import review_prompt
-from kindling.review.session import review_session, session_messages
+from kindling.review.session import review_session, review_stored, session_messages
 from kindling.review.skills import Skill, SkillStore, skills_dir, validate_skill_name
 from kindling.review.tools import memory_tool, review_tools, skill_tools
 
@@ -45,6 +45,7 @@ __all__ = [
     "memory_tool",
     "review_prompt",
     "review_session",
+    "review_stored",
     "review_tools",
     "run_review",
     "session_messages",

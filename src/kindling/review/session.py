@@ -114,24 +114,54 @@ def review_session(
     Endpoint and tool failures come back in ``outcome.error``. Raises NotFoundError when the
     session does not exist and SourceError when the source cannot be read.
     """
-    session = load_session(source, session_id, format)
+    return review_stored(
+        load_session(source, session_id, format),
+        runtime=runtime,
+        review_memory=review_memory,
+        review_skills=review_skills,
+        memory_store=memory_store,
+        skill_store=skill_store,
+        max_iterations=max_iterations,
+    )
+
+
+def review_stored(
+    session: Session,
+    *,
+    runtime: Runtime,
+    review_memory: bool = True,
+    review_skills: bool = True,
+    memory_store: MemoryStore | None = None,
+    skill_store: SkillStore | None = None,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+) -> ReviewOutcome:
+    """Review an already-loaded ``session`` in the calling thread and return the outcome.
+
+    The session's own system prompt leads the request: its first system message, or else a
+    ``system_prompt`` kept in its metadata (Hermes keeps it on the session row, not as a
+    message). Raises nothing for endpoint or tool failures (``outcome.error``).
+    """
     report = ConversionReport()
     snapshot = session_messages(session, report)
     for note in report.notes:
-        logger.warning("Session %s: %s.", session_id, note)
+        logger.warning("Session %s: %s.", session.id, note)
+    metadata = session.metadata
+    stored_prompt = metadata.get("system_prompt")
     provenance = Provenance(
         write_origin="session_review",
         execution_context="kindling review",
         session_id=session.id,
         parent_session_id=session.parent_id or "",
-        platform=str(session.metadata.get("platform") or session.metadata.get("source") or ""),
-        task_id=str(session.metadata.get("task_id") or ""),
+        # Hermes's sessions.source column *is* the platform (cli, telegram, cron, ...).
+        platform=str(metadata.get("platform") or metadata.get("source") or session.source or ""),
+        task_id=str(metadata.get("task_id") or ""),
     )
     return run_review(
         snapshot,
         runtime,
         review_memory=review_memory,
         review_skills=review_skills,
+        system_prompt=stored_prompt if isinstance(stored_prompt, str) and stored_prompt else None,
         memory_store=memory_store,
         skill_store=skill_store,
         provenance=provenance,
