@@ -256,3 +256,23 @@ def test_memory_files_are_private_to_their_owner() -> None:
     store.add("memory", "Deploys use make release.")
     for path in (store.path("user"), store.path("memory"), store.provenance_path):
         assert path.stat().st_mode & 0o777 == 0o600, path
+
+
+def test_waits_for_a_hermes_process_holding_its_own_lock() -> None:
+    import fcntl
+
+    store = MemoryStore()
+    lock_path = store.path("memory").with_name("MEMORY.md.lock")  # the file Hermes's memory tool flocks
+    lock_path.parent.mkdir(parents=True)
+    results: list[dict[str, object]] = []
+    with lock_path.open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # exactly what Hermes does around its read-modify-write
+        writer = threading.Thread(target=lambda: results.append(store.add("memory", "after Hermes")))
+        writer.start()
+        writer.join(timeout=0.5)
+        assert writer.is_alive() and not store.path("memory").exists()  # still waiting for Hermes
+        store.path("memory").write_text("written by Hermes", encoding="utf-8")
+        fcntl.flock(held, fcntl.LOCK_UN)
+    writer.join(timeout=10)
+    assert results and results[0]["success"] is True
+    assert store.entries("memory") == ["written by Hermes", "after Hermes"]
