@@ -150,11 +150,16 @@ def test_import_skips_bad_files_and_imports_the_rest(tmp_path: Path) -> None:
     bad.write_text("[1, 2")
     unsafe = tmp_path / "unsafe.json"
     unsafe.write_text(json.dumps({"name": "../../etc", "examples": []}))
-    result = run("templates", "import", str(good), str(bad), str(unsafe), "--json")
+    missing = tmp_path / "missing.json"
+    result = run("templates", "import", str(good), str(bad), str(unsafe), str(missing), "--json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert [r["name"] for r in data["imported"]] == ["good"]
-    assert sorted(Path(r["file"]).name for r in data["failed"]) == ["bad.json", "unsafe.json"]
+    errors = {Path(r["file"]).name: r["error"] for r in data["failed"]}
+    assert sorted(errors) == ["bad.json", "missing.json", "unsafe.json"]
+    assert errors["missing.json"] == f"Cannot read {missing}: No such file or directory."
+    assert "not valid JSON" in errors["bad.json"]
+    assert "letters, digits" in errors["unsafe.json"]
 
 
 def test_delete(built: Path) -> None:

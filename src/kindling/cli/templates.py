@@ -344,8 +344,8 @@ def register(app: typer.Typer) -> None:
         json_output: JsonOption = False,
     ) -> None:
         """Import template files into the store; a bad file is reported and the others still import."""
-        from kindling.errors import ConfigError, KindlingError, TemplateError
-        from kindling.templates.model import parse_template, validate_name
+        from kindling.errors import ConfigError, KindlingError
+        from kindling.templates.store import read_template_file
 
         if name and len(files) != 1:
             raise ConfigError("--name works with exactly one file.")
@@ -354,14 +354,7 @@ def register(app: typer.Typer) -> None:
         failed: list[dict[str, str]] = []
         for path in files:
             try:
-                try:
-                    data = orjson.loads(path.read_bytes())
-                except (OSError, orjson.JSONDecodeError) as exc:
-                    raise TemplateError(f"Cannot read {path}: {exc}.") from exc
-                template = parse_template(data, name=path.stem)
-                if name:
-                    template = template.model_copy(update={"name": validate_name(name)})
-                saved = opened.save(template)
+                saved = opened.save(read_template_file(path, name=name or None))
                 imported.append({"file": str(path), "name": saved.name, "version": saved.version})
             except KindlingError as exc:
                 failed.append({"file": str(path), "error": str(exc)})

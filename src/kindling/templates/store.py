@@ -30,7 +30,7 @@ from kindling.errors import KindlingError, NotFoundError, StoreError, TemplateEr
 from kindling.fileio import file_lock, write_atomic
 from kindling.templates.model import Template, parse_template, utc_now, validate_name
 
-__all__ = ["JsonDirStore", "SqlStore", "StoreProblem", "TemplateStore", "open_store"]
+__all__ = ["JsonDirStore", "SqlStore", "StoreProblem", "TemplateStore", "open_store", "read_template_file"]
 
 log = logging.getLogger(__name__)
 
@@ -429,6 +429,24 @@ class SqlStore(TemplateStore):
                 raise _not_found(name)
             count: int = conn.execute(sa.select(t.c.usage_count).where(t.c.name == name)).scalar_one()
         return count
+
+
+def read_template_file(path: str | Path, *, name: str | None = None) -> Template:
+    """Return the template in a JSON file (kindling's format or either legacy format).
+
+    A file without a name inside is named after the file; ``name`` renames the template.
+    Raises TemplateError when the file cannot be read or is not a template, InvalidNameError when
+    its name (or ``name``) is unsafe.
+    """
+    source = Path(path)
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise TemplateError(f"Cannot read {source}: {exc.strerror or exc}.") from exc
+    template = _loads(raw, name=source.stem, where=str(source))
+    if name is not None:
+        template = template.model_copy(update={"name": validate_name(name)})
+    return template
 
 
 def open_store(target: str | Path | None = None) -> TemplateStore:
