@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from fake_openai import FakeOpenAI, text
@@ -44,6 +46,53 @@ def test_build_template_job_rebuilds_and_bumps_the_version(sample_db: Path, tmp_
     [again] = tick(store, now=LATER + timedelta(days=1)).runs
     assert again.status == "ok"
     assert open_store(templates_dir).get("sample-work").version > first.version
+
+
+def _copy_to_postgres(sqlite_path: Path, url: str) -> None:
+    """Load a Hermes state.db into PostgreSQL with the same tables (what Hermes on PostgreSQL holds)."""
+    types = {"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}
+    source = sqlite3.connect(sqlite_path)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for table in ("sessions", "messages"):
+                columns = source.execute(f"PRAGMA table_info({table})").fetchall()
+                names = [c[1] for c in columns]
+                ddl = ", ".join(f"{c[1]} {types.get(c[2].upper(), 'TEXT')}" for c in columns)
+                conn.execute(f"CREATE TABLE {table} ({ddl})")
+                rows = source.execute(f"SELECT {', '.join(names)} FROM {table}").fetchall()
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})",
+                        rows,
+                    )
+    finally:
+        source.close()
+
+
+@pytest.mark.postgres
+def test_build_template_job_from_hermes_on_postgres_keeps_the_password_out_of_its_output(
+    sample_db: Path, pg_url: str, tmp_path: Path
+) -> None:
+    _copy_to_postgres(sample_db, pg_url)
+    # The server trusts local connections, so any password works; it must still never be shown.
+    source = pg_url.replace("postgres@", "postgres:s3cret-pw@", 1)
+    store = JsonJobStore()
+    job = store.add(
+        make_job(
+            "rebuild",
+            "build-template",
+            "every 1d",
+            now=NOW,
+            args={"template": "pg-work", "sources": [source], "store": str(tmp_path / "templates")},
+        )
+    )
+    [run] = tick(store, now=LATER).runs
+    assert run.status == "ok", run.error
+    assert open_store(tmp_path / "templates").get("pg-work").examples
+    [output] = sorted((output_root() / job.id).glob("*.md"))
+    body = output.read_text(encoding="utf-8")
+    assert "Built template pg-work" in body and "127.0.0.1" in body
+    assert "s3cret-pw" not in body
 
 
 def test_build_template_job_with_an_unreadable_source_records_the_error(tmp_path: Path) -> None:

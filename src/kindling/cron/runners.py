@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kindling.config import env_str, hermes_state_db
@@ -21,6 +20,7 @@ from kindling.cron.guards import (
     model_provider_prefix,
 )
 from kindling.cron.jobs import Job, JobStatus, validate_name
+from kindling.db import redact_url
 from kindling.errors import ConfigError, KindlingError, ModelContextError
 
 
@@ -185,7 +185,8 @@ def run_build_template_job(job: Job) -> RunOutcome:
     count = f" with {len(examples)} examples" if examples is not None else ""
     version = getattr(template, "version", None)
     label = f"{template.name} v{version}" if version is not None else template.name
-    where = ", ".join(str(Path(s)) for s in sources)
+    # Sources may be database URLs with passwords, and this text is saved and delivered.
+    where = ", ".join(redact_url(s) for s in sources)
     return RunOutcome("ok", response=f"Built template {label}{count} from {where}.")
 
 
