@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI, text, tool_call, tool_calls
@@ -148,3 +149,28 @@ def test_help_texts_exist() -> None:
     ):
         result = runner.invoke(app, [*command, "--help"])
         assert result.exit_code == 0 and "Usage" in result.stdout
+
+
+@pytest.mark.postgres
+def test_review_reads_the_session_from_hermes_on_postgresql(
+    fake_openai: FakeOpenAI, tmp_path: Path, pg_url: str
+) -> None:
+    from test_stats_cli import _copy_to_postgres  # one copy helper for every PostgreSQL test
+
+    db, session_id = _sample(tmp_path)
+    _copy_to_postgres(db, pg_url)
+    base = ["review", "-s", session_id, "--base-url", fake_openai.base_url, "-m", "m", "--memory"]
+    fake_openai.script = [
+        tool_call("memory", {"action": "add", "target": "memory", "content": "From PostgreSQL."}, "pg1"),
+        text("ok"),
+    ]
+    result = runner.invoke(app, [base[0], pg_url, *base[1:]])
+    assert result.exit_code == 0, result.output
+    assert "Self-improvement review: Memory updated" in result.stdout
+    assert MemoryStore().entries("memory") == ["From PostgreSQL."]
+    from_pg = fake_openai.chat_requests()[0]["messages"]
+    assert runner.invoke(app, [base[0], str(db), *base[1:]]).exit_code == 0
+    from_sqlite = fake_openai.chat_requests()[2]["messages"]
+    assert from_pg == from_sqlite and len(from_pg) > 2  # the same history, whichever database holds it
+    missing = runner.invoke(app, [base[0], pg_url, "-s", "nope", *base[3:]])
+    assert missing.exit_code == 1 and missing.stderr.strip().startswith("Error: No session 'nope'")
