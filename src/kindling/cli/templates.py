@@ -43,6 +43,12 @@ AutoOption = Annotated[
     bool,
     typer.Option("--auto", help="Choose the template by the task's type, then tags, then least used."),
 ]
+FormatOption = Annotated[
+    str, typer.Option("--format", "-f", help="Message format: openai, or anthropic (Messages API).")
+]
+RecordOption = Annotated[
+    bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
+]
 MaxExamplesOption = Annotated[
     int, typer.Option("--max-examples", min=1, help="At most this many examples in the warm messages.")
 ]
@@ -386,16 +392,12 @@ def register(app: typer.Typer) -> None:
         auto: AutoOption = False,
         budget: BudgetOption = 2000,
         style: StyleOption = "triples",
-        format: Annotated[
-            str, typer.Option("--format", "-f", help="Message format: openai, or anthropic (Messages API).")
-        ] = "openai",
+        format: FormatOption = "openai",
         max_examples: MaxExamplesOption = 8,
         no_system: Annotated[
             bool, typer.Option("--no-system", help="Leave out the template's system prompt addendum.")
         ] = False,
-        record: Annotated[
-            bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
-        ] = True,
+        record: RecordOption = True,
         store: StoreOption = None,
         json_output: JsonOption = False,
     ) -> None:
@@ -444,13 +446,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         budget: BudgetOption = 2000,
         style: StyleOption = "triples",
-        format: Annotated[
-            str, typer.Option("--format", "-f", help="Output format: openai, or anthropic (Messages API).")
-        ] = "openai",
+        format: FormatOption = "openai",
         max_examples: MaxExamplesOption = 8,
-        record: Annotated[
-            bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
-        ] = True,
+        record: RecordOption = True,
         store: StoreOption = None,
     ) -> None:
         """Read an OpenAI-format conversation (JSON list, or {"messages": [...]}) on stdin and print it
