@@ -101,3 +101,16 @@ def test_first_serve_prints_an_admin_token_once(tmp_path: Path) -> None:
 def test_bad_token_names_are_refused(bad: str) -> None:
     code, _, err = invoke("token", "create", "--role", "agent", "--name", bad)
     assert code == 2 and "not allowed" in err
+
+
+def test_an_unusable_database_path_is_one_clear_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, _, err = invoke("status", "--db", str(blocker / "sub" / "confirm.db"))
+    assert code != 0 and err.startswith("Error: Cannot open database") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_lookalike_of_a_high_risk_action_cannot_be_whitelisted(isolated_homes: Path) -> None:
+    code, _, err = invoke("whitelist", "add", "DEPLOY-production")
+    assert code != 0 and "high-risk" in err

@@ -137,3 +137,17 @@ def test_tool_schema_and_handler(
     monkeypatch.setenv("KINDLING_CONFIRM_URL", f"http://127.0.0.1:{free_port()}")
     down = json.loads(request_confirmation({"action": "a", "description": "b"}))
     assert down["success"] is False and down["approved"] is False
+
+
+def test_the_tool_never_raises_on_bad_input_or_a_bad_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KINDLING_CONFIRM_TOKEN", "kct_x")
+    monkeypatch.setenv("KINDLING_CONFIRM_URL", "http://[::1")
+    bad_url = json.loads(request_confirmation({"action": "a", "description": "b"}))
+    assert bad_url["success"] is False and "not a usable daemon URL" in bad_url["error"]
+    not_a_dict = json.loads(request_confirmation(["a"]))  # type: ignore[arg-type]
+    assert not_a_dict["success"] is False and "JSON object" in not_a_dict["error"]
+    monkeypatch.setenv("KINDLING_CONFIRM_URL", f"http://127.0.0.1:{free_port()}")
+    nan = json.loads(
+        request_confirmation({"action": "a", "description": "b", "details": {"x": float("nan")}})
+    )
+    assert nan["success"] is False and "JSON" in nan["error"]

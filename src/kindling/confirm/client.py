@@ -51,12 +51,15 @@ class ConfirmClient:
         self.retries = retries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         # Long polls hold a response for up to 60 s, so the read timeout leaves room for them.
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            transport=transport,
-            timeout=httpx.Timeout(timeout, read=timeout + 65.0),
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=self.base_url,
+                headers=headers,
+                transport=transport,
+                timeout=httpx.Timeout(timeout, read=timeout + 65.0),
+            )
+        except httpx.InvalidURL as exc:
+            raise ConfirmError(f"{base_url!r} is not a usable daemon URL: {exc}.") from None
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -84,6 +87,9 @@ class ConfirmClient:
         for attempt in range(attempts):
             try:
                 response = self._http.request(method, path, json=json, params=params, headers=headers)
+            except (TypeError, ValueError) as exc:
+                # Not JSON (NaN, sets, objects): refuse here rather than send something else.
+                raise ConfirmError(f"The request cannot be sent as JSON: {exc}.", status_code=400) from None
             except httpx.HTTPError as exc:
                 if attempt + 1 < attempts:
                     time.sleep(0.2 * (attempt + 1))

@@ -56,7 +56,12 @@ class ConfirmationStore:
     def __init__(self, target: str | Path, settings: ConfirmSettings | None = None) -> None:
         self.target = str(target)
         self.settings = settings or ConfirmSettings(db=self.target)
-        self.engine: Engine = create_engine(target)
+        try:
+            self.engine: Engine = create_engine(target)
+        except OSError as exc:  # the SQLite file's folder cannot be created
+            raise StoreError(
+                f"Cannot open database {target}: {exc.strerror or exc}.", path=self.target
+            ) from None
         self._sqlite = self.engine.dialect.name == "sqlite"
         if self._sqlite:
             # A 202 or a decision must survive a power cut, not only a crash: WAL's NORMAL default

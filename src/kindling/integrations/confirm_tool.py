@@ -41,6 +41,8 @@ def request_confirmation(args: dict[str, Any]) -> str:
     """Handle a ``request_confirmation`` call; return the JSON result (``success`` false on failure)."""
     from kindling.confirm.client import DEFAULT_URL, ConfirmClient
 
+    if not isinstance(args, dict):
+        return json.dumps({"success": False, "error": "arguments must be a JSON object."})
     action = args.get("action")
     description = args.get("description")
     if not isinstance(action, str) or not action.strip():
