@@ -267,6 +267,25 @@ def test_inject_renames_clashing_ids() -> None:
     assert merged[-3:] == conversation
 
 
+def test_renamed_ids_do_not_meet_other_warm_ids() -> None:
+    def call(call_id: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "function": {"name": "t"}}],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": "r"},
+        ]
+
+    warm_messages = [*call("a"), *call("a_1"), *call("x" * 40)]
+    conversation = [{"role": "user", "content": "hi"}, *call("a"), *call("x" * 40)]
+    merged = inject(conversation, warm_messages)
+    validate_conversation(merged, strict_ids=True)
+    ids = [c["id"] for m in merged for c in m.get("tool_calls") or ()]
+    assert ids == ["a_2", "a_1", "x" * 38 + "_1", "a", "x" * 40]
+
+
 @pytest.mark.parametrize(
     ("messages", "problem"),
     [

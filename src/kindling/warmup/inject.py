@@ -35,15 +35,19 @@ def _call_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
 
 def _renamed(warm: list[dict[str, Any]], taken: set[str]) -> list[dict[str, Any]]:
     # The caller's ids win; ours get a suffix until they are unique and still <= 40 characters.
+    # A new id must also miss every other warm id, or renaming "a" to "a_1" could meet our own "a_1".
+    warm_ids = _call_ids(warm)
+    used = taken | warm_ids
     mapping: dict[str, str] = {}
-    for old in sorted(_call_ids(warm)):
+    for old in sorted(warm_ids & taken):
         n = 1
         new = old
-        while new in taken or new in mapping.values():
+        while new in used:
             suffix = f"_{n}"
             new = old[: 40 - len(suffix)] + suffix
             n += 1
         mapping[old] = new
+        used.add(new)
     for message in warm:
         for call in message.get("tool_calls") or ():
             call["id"] = mapping.get(call["id"], call["id"])
