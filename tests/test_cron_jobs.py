@@ -281,3 +281,39 @@ def test_postgres_store_hides_the_password_in_its_location(pg_url: str) -> None:
     store = SqlJobStore(url)
     assert "secret" not in store.location
     store.engine.dispose()
+
+
+def test_sqlite_update_racing_a_claim_never_writes_the_old_slot_back(tmp_path: Path) -> None:
+    # Force the interleaving a manual run's result and a tick's claim can meet in: the update
+    # has read the row, the claim commits, then the update writes. It must not resurrect the old
+    # next_run_at, or the claimed slot runs a second time.
+    import sqlalchemy as sa
+
+    store = SqlJobStore(tmp_path / "jobs.db")
+    rival = SqlJobStore(tmp_path / "jobs.db")
+    job = store.add(_prompt_job())
+    assert job.next_run_at is not None
+    moved = job.next_run_at + timedelta(hours=1)
+    fired: list[bool] = []
+
+    def claim_in_between(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if (
+            not fired
+            and statement.lstrip().upper().startswith("SELECT")
+            and "kindling_cron_jobs" in statement
+        ):
+            fired.append(True)
+            assert rival.claim(job, {"next_run_at": moved}) is not None
+
+    sa.event.listen(store.engine, "after_cursor_execute", claim_in_between)
+    try:
+        updated = store.update(job.id, {"last_status": "ok"})
+    finally:
+        sa.event.remove(store.engine, "after_cursor_execute", claim_in_between)
+    assert fired
+    saved = store.get(job.id)
+    assert saved.next_run_at == moved
+    assert saved.last_status == "ok"
+    assert updated.next_run_at == moved
+    rival.engine.dispose()
+    store.engine.dispose()

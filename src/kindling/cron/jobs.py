@@ -38,8 +38,8 @@ JOB_KINDS: tuple[str, ...] = ("build-template", "review", "prompt")
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TICK_LOCK_KEY = "kindling.cron.tick"
-# A claim retries when the row changed under it (an edit, not a rival claim) this many times.
-_CLAIM_ATTEMPTS = 5
+# SQL writes are compare-and-set on the stored row; one retried this many times when it changed.
+_CAS_ATTEMPTS = 5
 
 
 def cron_dir() -> Path:
@@ -471,13 +471,27 @@ class SqlJobStore(JobStore):
             conn.execute(_jobs_table.delete().where(_jobs_table.c.id == row.id))
         return Job.model_validate(orjson.loads(row.data))
 
+    def _write_if_unchanged(self, conn: Connection, row: Any, job: Job) -> bool:
+        # Compare-and-set on the whole stored row: SQLite reads outside the write transaction, so
+        # a row read here may be stale by the time it is written; then nothing is written.
+        table = _jobs_table
+        result = conn.execute(
+            table.update().where(table.c.id == row.id, table.c.data == row.data).values(**_row_values(job))
+        )
+        return result.rowcount == 1
+
     def update(self, ref: str, changes: Mapping[str, Any]) -> Job:
-        """Apply ``changes`` to a job in one transaction (row locked on PostgreSQL). Raises NotFoundError."""
-        with translate_errors(self.target, "write"), self.engine.begin() as conn:
-            row = self._locate(conn, ref, lock=True)
-            job = _apply(parse_job(orjson.loads(row.data)), changes)
-            conn.execute(_jobs_table.update().where(_jobs_table.c.id == row.id).values(**_row_values(job)))
-        return job
+        """Apply ``changes`` to a job atomically (compare-and-set, retried) and return it.
+
+        Raises NotFoundError, or StoreError when the job kept changing under every attempt.
+        """
+        for _attempt in range(_CAS_ATTEMPTS):
+            with translate_errors(self.target, "write"), self.engine.begin() as conn:
+                row = self._locate(conn, ref, lock=True)
+                job = _apply(parse_job(orjson.loads(row.data)), changes)
+                if self._write_if_unchanged(conn, row, job):
+                    return job
+        raise StoreError(f"Job {ref!r} in {self.location} kept changing during the update; try again.")
 
     def claim(self, job: Job, changes: Mapping[str, Any]) -> Job | None:
         """Conditional UPDATE on the ``next_run_at`` seen; None when another tick won the slot.
@@ -491,7 +505,7 @@ class SqlJobStore(JobStore):
             return None
         slot = iso(job.next_run_at)
         table = _jobs_table
-        for _attempt in range(_CLAIM_ATTEMPTS):
+        for _attempt in range(_CAS_ATTEMPTS):
             with translate_errors(self.target, "write"), self.engine.begin() as conn:
                 row = conn.execute(sa.select(table).where(table.c.id == job.id)).first()
                 if row is None or row.next_run_at != slot or not row.enabled:
@@ -500,18 +514,9 @@ class SqlJobStore(JobStore):
                     claimed = _apply(parse_job(orjson.loads(row.data)), changes)
                 except (StoreError, InvalidNameError, orjson.JSONDecodeError):
                     return None  # became unreadable since due() read it; list() reports it
-                result = conn.execute(
-                    table.update()
-                    .where(
-                        table.c.id == job.id,
-                        table.c.next_run_at == slot,
-                        table.c.enabled.is_(True),
-                        table.c.data == row.data,
-                    )
-                    .values(**_row_values(claimed))
-                )
-            if result.rowcount == 1:
-                return claimed
+                # ``data`` is the job itself (the other columns index it): unchanged data, same slot.
+                if self._write_if_unchanged(conn, row, claimed):
+                    return claimed
         return None
 
     @contextlib.contextmanager
