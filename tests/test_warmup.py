@@ -378,6 +378,9 @@ examples_strategy = st.lists(
             st.sampled_from(["path", "q", "n"]), st.one_of(texts, st.integers()), max_size=3
         ),
         count=st.integers(1, 50),
+        raw_arguments=st.none() | texts,
+        outcome=st.sampled_from(list(OutcomeStatus)),
+        session_id=st.sampled_from(["", "s1", "s2"]),
     ),
     max_size=25,
 )
@@ -411,6 +414,8 @@ def test_any_template_and_budget_gives_a_valid_conversation_within_budget(
     result = warm_conversation(template, task, budget=budget, style=style)
     validate_conversation(result.messages, strict_ids=True)
     assert result.estimated_tokens == estimate_conversation_tokens(result.messages) <= budget
+    calls = [m for m in result.messages if m.get("tool_calls")]
+    assert len(calls) <= sum(e.outcome is not OutcomeStatus.FAILED for e in examples)  # never failed ones
     converted = to_anthropic(result.messages)
     roles = [turn["role"] for turn in converted["messages"]]
     assert all(a != b for a, b in itertools.pairwise(roles))
