@@ -113,6 +113,21 @@ def test_claim_applies_to_the_stored_job_not_a_stale_snapshot(store: JobStore) -
     assert saved.next_run_at == snapshot.next_run_at + timedelta(hours=1)
 
 
+def test_a_job_made_unreadable_after_due_is_not_claimed(tmp_path: Path) -> None:
+    # A hand edit between a tick's due() and its claim: the claim declines instead of raising,
+    # so the tick goes on with the other jobs.
+    path = tmp_path / "jobs.json"
+    store = JsonJobStore(path)
+    job = store.add(_prompt_job())
+    [snapshot] = store.due(NOW + timedelta(hours=1))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["jobs"][0]["kind"] = "shell"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert store.claim(snapshot, {"next_run_at": None}) is None
+    assert json.loads(path.read_text(encoding="utf-8"))["jobs"][0]["kind"] == "shell"
+    assert store.list() == [] and job.id in store.skipped[0]
+
+
 def test_claim_loses_against_a_pause(store: JobStore) -> None:
     job = store.add(_prompt_job())
     store.update(job.id, {"enabled": False})

@@ -344,7 +344,10 @@ class JsonJobStore(JobStore):
             index = _find(entries, job.id)
             if index is None:
                 return None
-            current = parse_job(entries[index])
+            try:
+                current = parse_job(entries[index])
+            except (StoreError, InvalidNameError):
+                return None  # hand-edited into something unreadable since due(); list() reports it
             if current.next_run_at != job.next_run_at or not current.enabled:
                 return None
             claimed = _apply(current, changes)
