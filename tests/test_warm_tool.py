@@ -109,6 +109,10 @@ def test_build_filters_reach_mining(sample_db: Path) -> None:
             "task_type must be one of",
         ),
         ({"action": "build", "name": "x", "tags": "a" * 3, "sources": 5}, "list of strings"),
+        (
+            {"action": "build", "name": "x", "sources": ["postgresql://postgres@127.0.0.1:5432/postgres"]},
+            "not database URLs",
+        ),
         ({"action": "load", "name": "missing"}, "does not exist"),
         ({"action": "load"}, "No template"),
         ({"action": "delete", "name": "missing"}, "does not exist"),

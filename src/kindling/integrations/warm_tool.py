@@ -3,7 +3,8 @@
 ``warm_session(args)`` never raises: it returns JSON the model reads, ``{"success": true, ...}`` with
 the data, or ``{"success": false, "error": "..."}``. Templates live in the default store
 (``$KINDLING_TEMPLATE_STORE`` or ``$KINDLING_HOME/templates``); sessions are read from
-``$HERMES_HOME/state.db`` unless ``sources`` are given.
+``$HERMES_HOME/state.db`` unless ``sources`` name other session files (database URLs are refused:
+the model does not choose which hosts kindling connects to).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ WARM_SESSION_SCHEMA: dict[str, Any] = {
             "sources": {
                 "type": "array",
                 "items": {"type": "string"},
-                "description": "build: session sources (default: the Hermes state.db).",
+                "description": "build: session files (default: the Hermes state.db); not database URLs.",
             },
             "task": {"type": "string", "description": "load/inject: the new session's task, in words."},
             "budget": {"type": "integer", "description": "load/inject: token budget (default 2000)."},
@@ -143,6 +144,10 @@ def _build(args: dict[str, Any]) -> dict[str, Any]:
     if source_filter:
         filters["source_filter"] = source_filter
     sources: list[Any] = _str_list(args, "sources") or [hermes_state_db()]
+    if any("://" in source for source in sources if isinstance(source, str)):
+        # A model (perhaps steered by text it read) must not make kindling connect to a database
+        # host of its choosing with the operator's credentials; people can, with `kindling build`.
+        raise _BadArgument("sources must be session files on this machine, not database URLs.")
     result = build_template_with_report(
         name,
         sources,
