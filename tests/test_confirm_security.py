@@ -234,3 +234,33 @@ def test_the_cookie_is_secure_when_the_public_url_is_https(tmp_path: Path) -> No
             assert login.status_code == 303 and "secure" in login.headers["set-cookie"].lower()
     finally:
         store.close()
+
+
+def test_a_local_decision_or_expiry_wakes_a_long_poll_at_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "wake.db")
+    # A database re-read only every 30 s: a prompt answer can only come from the wake-up.
+    store = ConfirmationStore(db, daemon_settings(db, poll_interval=30.0))
+    tokens = make_tokens(store)
+    try:
+        with (
+            running(store.settings, store) as server,
+            httpx.Client(base_url=server.base_url, timeout=60) as c,
+        ):
+            rid = _submit(c, tokens.agent).json()["id"]
+            short = _submit(c, tokens.agent, "other", timeout_seconds=1).json()["id"]
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                started = time.monotonic()
+                decided = pool.submit(
+                    c.get, f"/confirm/{rid}", params={"wait": 20}, headers=auth(tokens.agent)
+                )
+                expired = pool.submit(
+                    c.get, f"/confirm/{short}", params={"wait": 20}, headers=auth(tokens.agent)
+                )
+                time.sleep(0.3)
+                c.post(f"/confirm/{rid}/approve", headers=auth(tokens.approver))
+                assert decided.result(timeout=10).json()["status"] == "approved"
+                assert time.monotonic() - started < 5
+                assert expired.result(timeout=10).json()["status"] == "expired"
+                assert time.monotonic() - started < 5
+    finally:
+        store.close()

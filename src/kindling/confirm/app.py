@@ -84,7 +84,11 @@ def create_app(
         stop = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
         if background:
-            tasks.append(asyncio.create_task(run_sweeper(the_store, settings.sweep_interval, stop)))
+            tasks.append(
+                asyncio.create_task(
+                    run_sweeper(the_store, settings.sweep_interval, stop, on_expired=signal.fire)
+                )
+            )
             tasks.append(asyncio.create_task(run_outbox(the_store, settings.outbox_interval, stop)))
         try:
             yield
@@ -106,6 +110,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = the_store
     app.state.wait_slots = confirmations.WaitSlots(settings.max_waits_per_token, settings.max_waits)
+    signal = app.state.decision_signal = confirmations.DecisionSignal()
     handlers.install(app)
     app.include_router(confirmations.router)
     app.include_router(admin.router)

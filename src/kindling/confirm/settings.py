@@ -79,7 +79,9 @@ class ConfirmSettings:
     notify_retry_seconds: float = 5.0
     sweep_interval: float = 1.0
     outbox_interval: float = 1.0
-    poll_interval: float = 0.25
+    # How often a long poll re-reads the database, for decisions made by another daemon; decisions
+    # made by this one wake it at once.
+    poll_interval: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

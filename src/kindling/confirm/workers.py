@@ -19,19 +19,41 @@ from kindling.confirm.store import ConfirmationStore
 log = logging.getLogger("kindling.confirm")
 
 
-async def _every(interval: float, stop: asyncio.Event, name: str, work: Callable[[], Any]) -> None:
+async def _every(
+    interval: float,
+    stop: asyncio.Event,
+    name: str,
+    work: Callable[[], Any],
+    then: Callable[[Any], None] | None = None,
+) -> None:
     while not stop.is_set():
         try:
-            await asyncio.to_thread(work)
+            result = await asyncio.to_thread(work)
+            if then is not None:
+                then(result)
         except Exception:
             log.exception("the %s failed; it will try again in %gs", name, interval)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
 
-async def run_sweeper(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
-    """Expire overdue pending requests every ``interval`` seconds until ``stop`` is set."""
-    await _every(interval, stop, "expiry sweeper", store.expire_due)
+async def run_sweeper(
+    store: ConfirmationStore,
+    interval: float,
+    stop: asyncio.Event,
+    *,
+    on_expired: Callable[[], None] | None = None,
+) -> None:
+    """Expire overdue pending requests every ``interval`` seconds until ``stop`` is set.
+
+    ``on_expired`` runs on the event loop after a sweep that expired something (to wake waiters).
+    """
+
+    def after(expired: list[str]) -> None:
+        if expired and on_expired is not None:
+            on_expired()
+
+    await _every(interval, stop, "expiry sweeper", store.expire_due, after)
 
 
 async def run_outbox(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:

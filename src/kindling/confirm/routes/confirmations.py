@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Annotated, Any
 
@@ -124,6 +125,32 @@ class WaitSlots:
             self.held.pop(token_id, None)
 
 
+class DecisionSignal:
+    """Wakes this daemon's long polls the moment a request here is decided or expires.
+
+    Decisions made by another daemon on a shared database are still found by polling the database
+    every ``poll_interval``; this only spares the local case the wait and the queries.
+    Used only from the event loop's thread.
+    """
+
+    def __init__(self) -> None:
+        self._event: asyncio.Event | None = None
+
+    def fire(self) -> None:
+        """Wake every long poll waiting now."""
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self, timeout: float) -> None:
+        """Return after the next ``fire`` or after ``timeout`` seconds, whichever comes first."""
+        if self._event is None:
+            self._event = asyncio.Event()
+        event = self._event
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+
 def _visible(record: Confirmation, identity: Identity) -> bool:
     return identity.can("read") or record.requester_token == identity.token_id
 
@@ -161,7 +188,7 @@ async def get_request(
     A wait past the daemon's long-poll limits (per token, in all) is refused with 429.
     """
     if wait <= 0:
-        return await _read_until_decided(request_id, identity, store, settings, 0.0)
+        return await _read_until_decided(request, request_id, identity, store, settings, 0.0)
     slots: WaitSlots = request.app.state.wait_slots
     if not slots.acquire(identity.token_id):
         raise ConfirmError(
@@ -170,14 +197,20 @@ async def get_request(
             status_code=429,
         )
     try:
-        return await _read_until_decided(request_id, identity, store, settings, wait)
+        return await _read_until_decided(request, request_id, identity, store, settings, wait)
     finally:
         slots.release(identity.token_id)
 
 
 async def _read_until_decided(
-    request_id: str, identity: Identity, store: ConfirmationStore, settings: ConfirmSettings, wait: float
+    request: Request,
+    request_id: str,
+    identity: Identity,
+    store: ConfirmationStore,
+    settings: ConfirmSettings,
+    wait: float,
 ) -> dict[str, Any]:
+    signal: DecisionSignal = request.app.state.decision_signal
     deadline = time.monotonic() + min(wait, float(settings.max_wait))
     while True:
         record = await run_in_threadpool(store.get, request_id)
@@ -187,7 +220,7 @@ async def _read_until_decided(
         remaining = deadline - time.monotonic()
         if record.status != "pending" or remaining <= 0:
             return request_view(record, settings)
-        await asyncio.sleep(min(settings.poll_interval, remaining))
+        await signal.wait(min(settings.poll_interval, remaining))
 
 
 @router.post(
@@ -210,6 +243,7 @@ async def approve(
             claimed_name=body.approver,
         )
     )
+    request.app.state.decision_signal.fire()
     return request_view(record, settings)
 
 
@@ -233,6 +267,7 @@ async def deny(
             claimed_name=body.denier,
         )
     )
+    request.app.state.decision_signal.fire()
     return request_view(record, settings)
 
 
