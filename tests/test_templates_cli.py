@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -231,6 +233,23 @@ def test_inject_reads_stdin(built: Path) -> None:
     assert "not valid JSON" in broken.output
     unanswered = [{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "t"}}]}]
     assert "never answered" in run("inject", "sample", input=json.dumps(unanswered)).output
+
+
+def test_inject_on_a_terminal_says_what_it_needs_instead_of_waiting(built: Path) -> None:
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kindling", "inject", "sample"],
+            stdin=secondary,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert done.returncode == 1
+    assert "reads the conversation on stdin" in done.stderr
 
 
 def test_store_option_uses_sqlite(sample_db: Path, tmp_path: Path) -> None:

@@ -462,6 +462,11 @@ def register(app: typer.Typer) -> None:
         from kindling.warmup.convert import to_anthropic
         from kindling.warmup.warm import inject_warm
 
+        if sys.stdin.isatty():
+            # Waiting on a terminal looks like a hang; the conversation is meant to be piped in.
+            raise ConversationError(
+                "kindling inject reads the conversation on stdin: kindling inject --auto < conversation.json"
+            )
         raw = sys.stdin.read()
         try:
             data = orjson.loads(raw)
