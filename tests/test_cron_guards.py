@@ -18,6 +18,8 @@ from kindling.cron.guards import (
     context_from_table,
     detect_provider_mismatch,
     load_skills,
+    provider_from_base_url,
+    runtime_provider,
 )
 from kindling.cron.jobs import Job, make_job
 from kindling.errors import InvalidNameError, ModelContextError
@@ -190,6 +192,37 @@ def test_malformed_models_payload_is_not_fatal(fake_openai: FakeOpenAI) -> None:
 )
 def test_classify_runtime(provider: str, model: str, expected: str) -> None:
     assert classify_runtime(provider, model) == expected
+
+
+@pytest.mark.parametrize(
+    ("base_url", "expected"),
+    [
+        ("https://api.openai.com/v1", "openai"),
+        ("https://openrouter.ai/api/v1", "openrouter"),
+        ("https://generativelanguage.googleapis.com/v1beta/openai/", "gemini"),
+        ("https://my-resource.openai.azure.com/openai", "azure"),
+        ("http://localhost:11434/v1", "ollama"),
+        ("http://gpu-box.lan:11434", "ollama"),
+        ("http://127.0.0.1:8000/v1", ""),
+        ("https://api.openai.com.evil.example/v1", ""),
+        ("", ""),
+        ("not a url", ""),
+    ],
+)
+def test_provider_from_base_url(base_url: str, expected: str) -> None:
+    assert provider_from_base_url(base_url) == expected
+
+
+def test_a_bare_model_on_a_hosted_endpoint_is_not_called_local() -> None:
+    # No --provider and no prefix: the endpoint's host decides, so the model is not told "local".
+    provider = runtime_provider("", "gpt-4o", "https://api.openai.com/v1")
+    assert provider == "openai"
+    text = build_job_prompt(_job(), runtime_model="gpt-4o", runtime_provider=provider)
+    assert "PROVIDER: openai" in text and "RUNTIME: cloud" in text
+    # The job's own setting and the model's prefix come first; an unknown host leaves it local.
+    assert runtime_provider("ollama", "gpt-4o", "https://api.openai.com/v1") == "ollama"
+    assert runtime_provider("", "anthropic/claude-sonnet-4", "https://openrouter.ai/api/v1") == "anthropic"
+    assert runtime_provider("", "llama3.1", "http://127.0.0.1:8000/v1") == ""
 
 
 # --- detect_provider_mismatch -------------------------------------------------------------------

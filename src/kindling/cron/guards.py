@@ -274,6 +274,47 @@ def model_provider_prefix(model: str) -> str:
     return model.split("/", 1)[0].strip().lower() if "/" in model else ""
 
 
+# Hosts of well-known hosted APIs. A job that names none of --provider or a provider/ model
+# prefix but points at one of these is not "local", whatever its bare model name says.
+_PROVIDER_HOSTS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("openrouter.ai", "openrouter"),
+    ("api.anthropic.com", "anthropic"),
+    ("generativelanguage.googleapis.com", "gemini"),
+    ("nousresearch.com", "nous"),
+    ("api.mistral.ai", "mistral"),
+    ("api.groq.com", "groq"),
+    ("api.together.xyz", "together"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.x.ai", "xai"),
+    ("api.fireworks.ai", "fireworks"),
+    ("openai.azure.com", "azure"),
+)
+_OLLAMA_PORT = 11434
+
+
+def provider_from_base_url(base_url: str) -> str:
+    """Return the provider a well-known endpoint URL belongs to (``ollama`` for port 11434), or ``""``."""
+    try:
+        parsed = httpx.URL(base_url.strip())
+    except (httpx.InvalidURL, TypeError):
+        return ""
+    host = (parsed.host or "").lower()
+    if not host:
+        return ""
+    if parsed.port == _OLLAMA_PORT:
+        return "ollama"
+    for suffix, provider in _PROVIDER_HOSTS:
+        if host == suffix or host.endswith("." + suffix):
+            return provider
+    return ""
+
+
+def runtime_provider(provider: str, model: str, base_url: str) -> str:
+    """Return the provider a job runs on: its own setting, else the model's prefix, else the endpoint's host."""
+    return (provider or "").strip() or model_provider_prefix(model) or provider_from_base_url(base_url)
+
+
 def classify_runtime(provider: str, model: str) -> Runtime:
     """Return ``"local"``, ``"cloud"`` or ``"unknown"`` for a provider and model.
 

@@ -17,7 +17,7 @@ from kindling.cron.guards import (
     check_model_context,
     detect_provider_mismatch,
     load_skills,
-    model_provider_prefix,
+    runtime_provider,
 )
 from kindling.cron.jobs import Job, JobStatus, validate_name
 from kindling.db import redact_url
@@ -86,7 +86,8 @@ def run_prompt_job(job: Job) -> RunOutcome:
         return RunOutcome("error", error=str(exc), warnings=warnings)
     if check.note and check.source == "unknown":
         warnings.append(check.note)
-    active = job.provider or model_provider_prefix(model)
+    # Without --provider, a bare model on a hosted endpoint would otherwise be told it runs locally.
+    active = runtime_provider(job.provider, model, base_url)
     mismatch = detect_provider_mismatch(job.prompt, active)
     if mismatch:
         warnings.append(f"The prompt names {mismatch}, but this job runs on {active}.")
@@ -95,7 +96,7 @@ def run_prompt_job(job: Job) -> RunOutcome:
     except KindlingError as exc:
         return RunOutcome("error", error=str(exc), warnings=warnings)
     warnings.extend(f"Skill {name!r} was not found; running without it." for name in missing)
-    prompt = build_job_prompt(job, runtime_model=model, runtime_provider=job.provider, skills=skills)
+    prompt = build_job_prompt(job, runtime_model=model, runtime_provider=active, skills=skills)
 
     from kindling.agent.loop import run
 
