@@ -163,17 +163,18 @@ class ConfirmClient:
         self, request_id: str, *, reason: str | None = None, digest: str | None = None
     ) -> dict[str, Any]:
         """Approve (approver or admin token). Raises ConfirmError 409 when already decided."""
+        return self._decide(request_id, "approve", reason, digest)
+
+    def _decide(self, request_id: str, verb: str, reason: str | None, digest: str | None) -> dict[str, Any]:
         body = {k: v for k, v in (("reason", reason), ("digest", digest)) if v is not None}
-        result: dict[str, Any] = self._call("POST", f"/confirm/{request_id}/approve", json=body).json()
+        result: dict[str, Any] = self._call("POST", f"/confirm/{request_id}/{verb}", json=body).json()
         return result
 
     def deny(
         self, request_id: str, *, reason: str | None = None, digest: str | None = None
     ) -> dict[str, Any]:
         """Deny (approver or admin token). Raises ConfirmError 409 when already decided."""
-        body = {k: v for k, v in (("reason", reason), ("digest", digest)) if v is not None}
-        result: dict[str, Any] = self._call("POST", f"/confirm/{request_id}/deny", json=body).json()
-        return result
+        return self._decide(request_id, "deny", reason, digest)
 
     def request_confirmation(
         self,

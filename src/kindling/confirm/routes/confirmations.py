@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -223,6 +223,31 @@ async def _read_until_decided(
         await signal.wait(min(settings.poll_interval, remaining))
 
 
+async def _decide(
+    request: Request,
+    request_id: str,
+    verdict: Literal["approved", "denied"],
+    identity: Identity,
+    store: ConfirmationStore,
+    settings: ConfirmSettings,
+) -> dict[str, Any]:
+    model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
+    body = await read_body(request, model, max_bytes=settings.max_body_bytes, optional=True)
+    claimed = body.approver if isinstance(body, ApproveBody) else body.denier
+    record = await run_in_threadpool(
+        lambda: store.decide(
+            request_id,
+            verdict,
+            identity=identity,
+            reason=body.reason,
+            digest=body.digest,
+            claimed_name=claimed,
+        )
+    )
+    request.app.state.decision_signal.fire()
+    return request_view(record, settings)
+
+
 @router.post(
     "/confirm/{request_id}/approve",
     summary="Approve a pending request",
@@ -232,19 +257,7 @@ async def approve(
     request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    body = await read_body(request, ApproveBody, max_bytes=settings.max_body_bytes, optional=True)
-    record = await run_in_threadpool(
-        lambda: store.decide(
-            request_id,
-            "approved",
-            identity=identity,
-            reason=body.reason,
-            digest=body.digest,
-            claimed_name=body.approver,
-        )
-    )
-    request.app.state.decision_signal.fire()
-    return request_view(record, settings)
+    return await _decide(request, request_id, "approved", identity, store, settings)
 
 
 @router.post(
@@ -256,19 +269,7 @@ async def deny(
     request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    body = await read_body(request, DenyBody, max_bytes=settings.max_body_bytes, optional=True)
-    record = await run_in_threadpool(
-        lambda: store.decide(
-            request_id,
-            "denied",
-            identity=identity,
-            reason=body.reason,
-            digest=body.digest,
-            claimed_name=body.denier,
-        )
-    )
-    request.app.state.decision_signal.fire()
-    return request_view(record, settings)
+    return await _decide(request, request_id, "denied", identity, store, settings)
 
 
 @router.get("/audit", summary="The newest audit events")
