@@ -305,6 +305,20 @@ def test_json_store_loads_legacy_files_in_its_directory(tmp_path: Path) -> None:
     assert store.versions("deploy-helper") == [3, 4]
 
 
+def test_json_store_keeps_a_legacy_file_as_it_was_before_converting_it(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path)
+    legacy = json.dumps(SESSION_TEMPLATES_FILE).encode()
+    (tmp_path / "code-fixes.json").write_bytes(legacy)
+    assert store.record_use("code-fixes") == 8
+    assert detect_template_format(json.loads(store.path_for("code-fixes").read_text())) == "kindling"
+    original = tmp_path / "code-fixes.versions" / "original-session-templates.json"
+    assert original.read_bytes() == legacy
+    store.record_use("code-fixes")
+    store.save(make_template("code-fixes"))
+    assert original.read_bytes() == legacy  # kept once, never overwritten by later writes
+    assert store.versions("code-fixes") == [1, 2]
+
+
 def test_json_store_file_name_is_the_template_name(tmp_path: Path) -> None:
     store = JsonDirStore(tmp_path)
     # Legacy tools allowed names a path cannot hold; the file name is what addresses the template.

@@ -28,7 +28,13 @@ from kindling.config import env_str, templates_dir
 from kindling.db import apply_migrations, create_engine, is_url, redact_url, translate_errors
 from kindling.errors import KindlingError, NotFoundError, StoreError, TemplateError
 from kindling.fileio import file_lock, write_atomic
-from kindling.templates.model import Template, parse_template, utc_now, validate_name
+from kindling.templates.model import (
+    Template,
+    detect_template_format,
+    parse_template,
+    utc_now,
+    validate_name,
+)
 
 __all__ = ["JsonDirStore", "SqlStore", "StoreProblem", "TemplateStore", "open_store", "read_template_file"]
 
@@ -142,6 +148,9 @@ class JsonDirStore(TemplateStore):
         return self.root / f"{validate_name(name)}.versions"
 
     def _read(self, path: Path, name: str) -> Template:
+        return self._read_with_format(path, name)[0]
+
+    def _read_with_format(self, path: Path, name: str) -> tuple[Template, str, bytes]:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -152,10 +161,20 @@ class JsonDirStore(TemplateStore):
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise TemplateError(f"{path} is not valid JSON: {exc}.", template=name) from exc
+        fmt = detect_template_format(data)
         if isinstance(data, dict) and data.get("name") != name:
             # The file name addresses the template; legacy files may carry another (even unsafe) name.
             data = {**data, "name": name}
-        return parse_template(data, name=name)
+        return parse_template(data, name=name), fmt, raw
+
+    def _keep_legacy_original(self, name: str, fmt: str, raw: bytes) -> None:
+        # The first kindling write turns a legacy file into kindling's format, which the legacy
+        # loaders reject: keep the file as it was, once, so nothing the old tool wrote is lost.
+        if fmt == "kindling":
+            return
+        original = self._versions_dir(name) / f"original-{fmt}.json"
+        if not original.exists():
+            write_atomic(original, raw)
 
     def save(self, template: Template) -> Template:
         """Write ``template`` atomically under its lock; an existing name gets the next version."""
@@ -165,7 +184,8 @@ class JsonDirStore(TemplateStore):
             previous: Template | None = None
             if path.exists():
                 try:
-                    previous = self._read(path, template.name)
+                    previous, fmt, raw = self._read_with_format(path, template.name)
+                    self._keep_legacy_original(template.name, fmt, raw)
                 except TemplateError as exc:
                     # Keep the unreadable bytes beside the versions instead of overwriting them.
                     keep = self._versions_dir(template.name) / f"corrupt-{now.replace(':', '')}.json"
@@ -246,7 +266,8 @@ class JsonDirStore(TemplateStore):
         """Increment ``usage_count`` under the template's lock and return the new count."""
         path = self.path_for(name)
         with file_lock(path):
-            current = self._read(path, name)
+            current, fmt, raw = self._read_with_format(path, name)
+            self._keep_legacy_original(name, fmt, raw)
             updated = current.model_copy(update={"usage_count": current.usage_count + 1})
             write_atomic(path, _dumps(updated))
         return updated.usage_count
