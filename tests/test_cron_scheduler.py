@@ -399,7 +399,8 @@ def _two_ticks_run_each_job_once(store: JobStore, fake: FakeOpenAI, *extra: str)
         _make_due(store, job)
     fake.script = []
     for index in range(3):
-        fake.script += [{"fault": "delay", "seconds": 0.4}, text(f"reply {index}")]
+        # Slow replies keep the first tick busy for ~3 s, so the second one surely meets it.
+        fake.script += [{"fault": "delay", "seconds": 1.0}, text(f"reply {index}")]
     procs = [_tick_process(*extra), _tick_process(*extra)]
     results = []
     for proc in procs:
@@ -408,6 +409,8 @@ def _two_ticks_run_each_job_once(store: JobStore, fake: FakeOpenAI, *extra: str)
         results.append(json.loads(out))
     ran = sorted(run["job_id"] for result in results for run in result["runs"])
     assert ran == sorted(job.id for job in jobs)
+    # They did meet: one found the other's tick lock held and stood down.
+    assert [result["locked"] for result in results].count(True) == 1
     assert len(fake.chat_requests()) == 3
     for job in jobs:
         saved = store.get(job.id)
