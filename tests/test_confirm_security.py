@@ -264,3 +264,18 @@ def test_a_local_decision_or_expiry_wakes_a_long_poll_at_once(tmp_path: Path) ->
                 assert time.monotonic() - started < 5
     finally:
         store.close()
+
+
+def test_the_sqlite_file_holding_the_cookie_secret_is_private(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh.db"
+    s = ConfirmationStore(str(fresh))
+    try:
+        s.create_token("agent", "a")
+        for path in (fresh, tmp_path / "fresh.db-wal"):
+            assert path.stat().st_mode & 0o777 == 0o600, path
+    finally:
+        s.close()
+    # An existing database left readable by others is tightened on open.
+    fresh.chmod(0o644)
+    ConfirmationStore(f"sqlite:///{fresh}").close()
+    assert fresh.stat().st_mode & 0o777 == 0o600

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import os
 import secrets
 import threading
 import time
@@ -64,6 +65,7 @@ class ConfirmationStore:
             ) from None
         self._sqlite = self.engine.dialect.name == "sqlite"
         if self._sqlite:
+            _restrict_sqlite_file(self.engine.url.database)
             # A 202 or a decision must survive a power cut, not only a crash: WAL's NORMAL default
             # can lose the last commits, and with them an approval an agent already acted on.
             sa.event.listen(self.engine, "connect", _sqlite_full_sync)
@@ -684,6 +686,20 @@ class ConfirmationStore:
                 prev = r.hash
                 expected_seq += 1
         return AuditReport(True, count)
+
+
+def _restrict_sqlite_file(path: str | None) -> None:
+    # The database holds the secret that signs web sign-in cookies: readable by other local users,
+    # it would let them forge an approver's session. SQLite gives -wal/-shm the main file's mode.
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)
+    except OSError as exc:
+        raise StoreError(f"Cannot open database {path}: {exc.strerror or exc}.", path=path) from None
 
 
 def _sqlite_full_sync(dbapi_connection: Any, _record: Any) -> None:
