@@ -21,7 +21,7 @@ import orjson
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
-from kindling.mining.stats import NO_TOOLS, MiningStats, cohort_of
+from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
 from kindling.mining.tasktype import TaskClassifier
 from kindling.sessions.model import ReadReport, Session, ToolCall
 
@@ -35,6 +35,7 @@ _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 # An open call: the call, its message index, the request before it, and its (cohort, tool) tally.
 _Pending = tuple[ToolCall, int, str, list[int]]
 _FAILED = OutcomeStatus.FAILED
+_KEY_CACHE_ENTRIES = 4096
 
 
 def truncate(text: str, limit: int) -> str:
@@ -151,9 +152,13 @@ def mine(
     filtered: Counter[str] = Counter()
     skipped = stats.skipped
     tally = stats.tally
+    # Per cohort, tool -> [calls, results, failures, unknown]: one lookup by name per call.
+    tallies: dict[str, dict[str, list[int]]] = {name: {} for name, _low, _high in COHORTS}
     # (tool, canonical arguments) -> [count, last_seen, sequence, result, context, session_id, source,
     # position, raw_arguments]: plain lists, because this is touched for every successful call.
     kept: dict[tuple[str, bytes], list[Any]] = {}
+    # id(arguments object) -> (the object, tool name, its key in ``kept``); bounded.
+    keys: dict[int, tuple[Any, str, tuple[str, bytes]]] = {}
     mined = 0
     unanswered = 0
     dumps = orjson.dumps
@@ -180,76 +185,85 @@ def mine(
                 mined += 1
         recency = session.started_at
 
-        pending: dict[str, _Pending] = {}
-        answered: set[str] = set()
+        # Every call of the session by id: its open entry until a result answers it, then None.
+        calls: dict[str, _Pending | None] = {}
+        opened = 0
         foreign: set[str] = set()
         names: list[str] = []
+        cohort_tally = tallies[cohort]
         request = ""
         for position, message in enumerate(messages):
             role = message.role
             if role == "tool":
                 call_id = message.tool_call_id
-                entry = pending.pop(call_id, None) if call_id is not None else None
+                entry = calls.get(call_id) if call_id is not None else _pair_without_id(calls, message.name)
                 if entry is None:
-                    if call_id is None:
-                        entry = _pair_without_id(pending, message.name)
-                    if entry is None:
-                        if call_id in foreign:
-                            continue
-                        skipped["duplicate_result" if call_id in answered else "result_without_call"] += 1
+                    if call_id in foreign:
                         continue
+                    skipped["duplicate_result" if call_id in calls else "result_without_call"] += 1
+                    continue
                 call, call_position, call_request, counts = entry
-                answered.add(call.id)
+                calls[call.id] = None
+                opened -= 1
                 content = message.content
                 status = classify(call.name, content, message.error).status
                 counts[1] += 1
-                if status is _FAILED:
-                    counts[2] += 1
-                elif status is not _OK:
-                    counts[3] += 1
+                if status is not _OK:
+                    if status is _FAILED:
+                        counts[2] += 1
+                    else:
+                        counts[3] += 1
+                    if eligible:
+                        if call.name in trivial:
+                            filtered["trivial_tool"] += 1
+                        else:
+                            filtered["outcome_failed" if status is _FAILED else "outcome_unknown"] += 1
+                    continue
                 if not eligible:
                     continue
-                if call.name in trivial:
+                name = call.name
+                if name in trivial:
                     filtered["trivial_tool"] += 1
-                    continue
-                if status is not _OK:
-                    filtered["outcome_failed" if status is _FAILED else "outcome_unknown"] += 1
                     continue
                 args = call.arguments
                 if type(args) is dict and args:
-                    canonical = dumps(args, option=_SORTED, default=_jsonable)
+                    # Readers share one parsed object between calls with the same argument text, so
+                    # the key is computed once per object. The entry holds the object, so its id
+                    # cannot be reused by another while the entry lives.
+                    cached = keys.get(id(args))
+                    if cached is not None and cached[0] is args and cached[1] == name:
+                        key = cached[2]
+                    else:
+                        canonical = dumps(args, option=_SORTED, default=_jsonable)
+                        # orjson's bytes keep a ~4 KB buffer; a right-sized copy keeps memory small.
+                        key = (name, bytes(memoryview(canonical)))
+                        if len(keys) >= _KEY_CACHE_ENTRIES:
+                            keys.clear()
+                        keys[id(args)] = (args, name, key)
                 else:
-                    canonical = canonical_arguments(call)
-                key = (call.name, canonical)
+                    key = (name, bytes(memoryview(canonical_arguments(call))))
                 slot = kept.get(key)
-                if slot is not None:
-                    slot[0] += 1
-                    if recency is not None and slot[1] is not None and recency < slot[1]:
-                        continue
-                    # The newest occurrence speaks for the group: its result and request are current.
-                    recency_kept = slot[1] if recency is None else recency
-                    count = slot[0]
+                if slot is None:
+                    slot = kept[key] = [1, recency, 0, "", "", "", "", 0, None]
                 else:
-                    recency_kept = recency
-                    count = 1
-                    # orjson's bytes keep a ~4 KB buffer; a right-sized copy keeps memory per example small.
-                    key = (call.name, bytes(memoryview(canonical)))
+                    slot[0] += 1
+                    if recency is not None:
+                        if slot[1] is not None and recency < slot[1]:
+                            continue
+                        slot[1] = recency
+                # The newest occurrence speaks for the group: its result and request are current.
                 result_text = content or ""
                 if len(result_text) > result_chars:
                     result_text = truncate(result_text, result_chars)
                 if len(call_request) > context_chars:
                     call_request = truncate(call_request, context_chars)
-                kept[key] = [
-                    count,
-                    recency_kept,
-                    sequence,
-                    result_text,
-                    call_request,
-                    session.id,
-                    session.source,
-                    call_position,
-                    call.raw_arguments if not args else None,
-                ]
+                slot[2] = sequence
+                slot[3] = result_text
+                slot[4] = call_request
+                slot[5] = session.id
+                slot[6] = session.source
+                slot[7] = call_position
+                slot[8] = call.raw_arguments if not args else None
             elif role == "user":
                 if message.content:
                     request = message.content
@@ -258,26 +272,31 @@ def mine(
                     skipped["user_tool_call"] += 1
             elif message.tool_calls:
                 for call in message.tool_calls:
+                    call_id = call.id
                     if call.requestor != "assistant":
-                        foreign.add(call.id)
+                        foreign.add(call_id)
                         skipped["user_tool_call"] += 1
                         continue
-                    if call.id in pending or call.id in answered:
+                    if call_id in calls:
                         skipped["duplicate_call_id"] += 1
                         continue
                     name = call.name
-                    found = tally.get((cohort, name))
+                    found = cohort_tally.get(name)
                     if found is None:
-                        found = tally[(cohort, name)] = [0, 0, 0, 0]
+                        found = cohort_tally[name] = [0, 0, 0, 0]
                     found[0] += 1
-                    pending[call.id] = (call, position, request, found)
+                    calls[call_id] = (call, position, request, found)
+                    opened += 1
                     names.append(name)
-        unanswered += len(pending)
+        unanswered += opened
         stats.task_types[classify_calls(names).value if names else NO_TOOLS] += 1
         if max_sessions is not None and mined >= max_sessions and want_examples:
             break
 
     stats.calls_unanswered = unanswered
+    for cohort_name, by_tool in tallies.items():
+        for tool, counts in by_tool.items():
+            tally[(cohort_name, tool)] = counts
     for counts in tally.values():
         stats.tool_calls += counts[0]
         stats.results_paired += counts[1]
@@ -316,11 +335,11 @@ def _filter_reason(
     return None
 
 
-def _pair_without_id(pending: dict[str, _Pending], name: str | None) -> _Pending | None:
+def _pair_without_id(calls: dict[str, _Pending | None], name: str | None) -> _Pending | None:
     # A result with no id answers the oldest open call of its tool (or the oldest open call).
-    for call_id, entry in pending.items():
-        if name is None or entry[0].name == name:
-            return pending.pop(call_id)
+    for entry in calls.values():
+        if entry is not None and (name is None or entry[0].name == name):
+            return entry
     return None
 
 

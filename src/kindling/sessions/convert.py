@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall, build_tool_call
+from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall, new_tool_call
 
 # Hermes stores list-shaped (multimodal) content as a string with one of these prefixes followed by
 # JSON. "\x00json:" is the original marker; "\x01json:" replaced it where NUL bytes upset FTS5.
@@ -123,14 +123,46 @@ def parse_arguments(value: Any) -> tuple[Mapping[str, Any], str | None]:
     return _EMPTY, dumps(value)
 
 
+# Argument texts parsed once per read: agents repeat the same arguments a great deal (the same
+# command, the same file), and parsing them is most of the cost of reading a call. Bounded, so a
+# read's memory stays constant however many sessions it reads.
+ARGUMENT_CACHE_ENTRIES = 4096
+ARGUMENT_CACHE_MAX_CHARS = 2048
+
+
 def parse_tool_calls(
-    value: Any, report: ReadReport, *, id_prefix: str, requestor: str = "assistant"
+    value: Any,
+    report: ReadReport,
+    *,
+    id_prefix: str,
+    requestor: str = "assistant",
+    cache: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[ToolCall, ...]:
     """Return the tool calls in ``value`` (a JSON string or an already parsed list).
 
     Accepts OpenAI's ``{"id", "type", "function": {"name", "arguments"}}`` and the flat
     ``{"id", "name", "arguments"}`` shape. Calls without an id get ``<id_prefix>:<n>`` so ids stay
-    stable across reads. Malformed JSON or a call with no name is counted and skipped.
+    stable across reads. Malformed JSON or a call with no name is counted and skipped. ``cache``
+    (a dict the caller keeps for one read) lets calls with the same argument text share one parsed
+    object instead of parsing it again.
+    """
+    return parse_calls_at(value, report, id_prefix, _NO_ORDER, requestor, cache)
+
+
+_NO_ORDER = object()
+
+
+def parse_calls_at(
+    value: Any,
+    report: ReadReport,
+    prefix: Any,
+    order: Any,
+    requestor: str = "assistant",
+    cache: dict[str, dict[str, Any]] | None = None,
+) -> tuple[ToolCall, ...]:
+    """Return ``parse_tool_calls(value, report, id_prefix=f"{prefix}:{order}", ...)``.
+
+    For readers calling it once per row: the id prefix is only formatted for a call that has no id.
     """
     if value is None or value == "":
         return ()
@@ -155,19 +187,35 @@ def parse_tool_calls(
             if type(function) is dict:
                 name = function.get("name")
                 text = function.get("arguments")
-                if type(name) is str and name and type(text) is str and text[:1] == "{":
-                    try:
-                        arguments = loads(text)
-                    except orjson.JSONDecodeError:
-                        arguments = None
+                if type(name) is str and name and type(text) is str:
+                    arguments = cache.get(text) if cache is not None else None
+                    if arguments is None and text[:1] == "{":
+                        try:
+                            arguments = loads(text)
+                        except orjson.JSONDecodeError:
+                            arguments = None
+                        if (
+                            cache is not None
+                            and type(arguments) is dict
+                            and len(text) <= ARGUMENT_CACHE_MAX_CHARS
+                        ):
+                            if len(cache) >= ARGUMENT_CACHE_ENTRIES:
+                                cache.clear()
+                            cache[text] = arguments
                     if type(arguments) is dict:
-                        call_id = item.get("id") or item.get("call_id") or f"{id_prefix}:{index}"
-                        calls.append(build_tool_call(str(call_id), name, arguments, None, requestor))
+                        call_id = item.get("id") or item.get("call_id") or _fallback_id(prefix, order, index)
+                        calls.append(new_tool_call(str(call_id), name, arguments, None, requestor))
                         continue
-        call = tool_call_from_dict(item, report, f"{id_prefix}:{index}", requestor)
+        call = tool_call_from_dict(item, report, _fallback_id(prefix, order, index), requestor)
         if call is not None:
             calls.append(call)
     return tuple(calls)
+
+
+def _fallback_id(prefix: Any, order: Any, index: int) -> str:
+    if order is _NO_ORDER:
+        return f"{prefix}:{index}"
+    return f"{prefix}:{order}:{index}"
 
 
 def tool_call_from_dict(item: Any, report: ReadReport, fallback_id: str, requestor: str) -> ToolCall | None:

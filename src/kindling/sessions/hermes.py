@@ -25,8 +25,8 @@ from typing import Any
 
 from kindling.config import env_int
 from kindling.errors import SourceError
-from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_tool_calls
-from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall, build_message
+from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_calls_at
+from kindling.sessions.model import ROLES, Message, ReadReport, Session, new_message
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
 MESSAGE_COLUMNS: tuple[str, ...] = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp")
@@ -364,13 +364,19 @@ def assemble_sessions(
     append = messages.append
     roles = ROLES
     sentinels = CONTENT_SENTINELS
+    message = new_message
+    # Counted here, while each session is built, so the report need not walk it again.
+    calls_seen = results_seen = 0
+    arguments_cache: dict[str, dict[str, Any]] = {}
     for session_key, order, role, content, call_id, raw_calls, tool_name, stamp in message_rows:
         if session_key != current:
             if current_row is not None:
+                report.add_counted(len(messages), calls_seen, results_seen)
                 yield _session(current_row, messages)
             messages = []
             append = messages.append
             known = set()
+            calls_seen = results_seen = 0
             current = session_key
             current_row = None
             if session_key is None:
@@ -378,6 +384,7 @@ def assemble_sessions(
             else:
                 target = key(session_key)
                 while pending is not None and key(pending[0]) < target:
+                    report.add_counted(0, 0, 0)
                     yield _session(pending, [])
                     pending = next(sessions, None)
                 if pending is not None and pending[0] == session_key:
@@ -392,33 +399,43 @@ def assemble_sessions(
                 report.skip("unknown_role")
                 continue
         if content is not None:
-            if type(content) is bytes:
+            if type(content) is str:
+                if content.startswith(sentinels):
+                    content = decode_sentinel(content)
+            elif type(content) is bytes:
                 # A BLOB where Hermes writes text: fine when it is UTF-8, skipped (counted) when not.
                 try:
                     content = content.decode("utf-8")
                 except UnicodeDecodeError:
                     report.skip("invalid_utf8")
                     continue
-            elif type(content) is not str:
+            else:
                 content = str(content)
-            elif content.startswith(sentinels):
-                content = decode_sentinel(content)
-        calls: tuple[ToolCall, ...] = ()
         if raw_calls:
-            calls = parse_tool_calls(raw_calls, report, id_prefix=f"{session_key}:{order}")
+            calls = parse_calls_at(raw_calls, report, session_key, order, "assistant", arguments_cache)
             for call in calls:
                 known.add(call.id)
+        else:
+            calls = ()
         if call_id is not None and type(call_id) is not str:
             call_id = str(call_id)
-        if role == "tool" and (call_id is None or call_id not in known):
-            report.skip("orphan_tool_result")
-            continue
+        if role == "tool":
+            if call_id is None or call_id not in known:
+                report.skip("orphan_tool_result")
+                continue
+            results_seen += 1
+            if calls:
+                calls_seen += len(calls)
+        elif calls:
+            calls_seen += len(calls)
         if stamp is not None and type(stamp) is not float:
             stamp = _epoch(stamp)
-        append(build_message(role, content, calls, call_id, tool_name, None, stamp))
+        append(message(role, content, calls, call_id, tool_name, None, stamp))
     if current_row is not None:
+        report.add_counted(len(messages), calls_seen, results_seen)
         yield _session(current_row, messages)
     while pending is not None:
+        report.add_counted(0, 0, 0)
         yield _session(pending, [])
         pending = next(sessions, None)
 

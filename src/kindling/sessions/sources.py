@@ -203,8 +203,10 @@ def iter_sessions(
     if isinstance(resolved, str):
         if fmt != HERMES or not is_postgres_url(resolved):
             raise SourceError(f"A database URL can only be read as {HERMES!r}.", path=resolved)
-        return _counted(read_hermes_postgres(resolved, counts), counts)
-    return _counted(_reader(fmt)(resolved, counts), counts)
+        return read_hermes_postgres(resolved, counts)
+    sessions = _reader(fmt)(resolved, counts)
+    # The Hermes reader counts sessions, messages, calls and results as it builds them.
+    return sessions if fmt == HERMES else _counted(sessions, counts)
 
 
 def _counted(sessions: Iterator[Session], report: ReadReport) -> Iterator[Session]:
