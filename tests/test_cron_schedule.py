@@ -98,6 +98,9 @@ def test_iso_timestamp_runs_once_at_that_time_in_utc(text: str, expected: dateti
         "0 0 * * * *",
         "2026-13-45T99:00",
         "tomorrow at 9",
+        "999999999d",
+        "every 99999999d",
+        "every 9999999999999999999999d",
     ],
 )
 def test_bad_schedules_raise_a_clear_schedule_error(text: str) -> None:
@@ -119,3 +122,9 @@ def test_as_utc_treats_naive_as_utc_and_converts_aware() -> None:
     assert as_utc(naive) == datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
     aware = datetime(2026, 1, 1, 12, 0, tzinfo=timezone(timedelta(hours=-5)))
     assert as_utc(aware) == datetime(2026, 1, 1, 17, 0, tzinfo=timezone.utc)
+
+
+def test_a_cron_expression_that_never_fires_fails_when_its_first_run_is_computed() -> None:
+    schedule = parse_schedule("0 0 30 2 *")  # February 30th: valid syntax, no date
+    with pytest.raises(ScheduleError, match="no next run time"):
+        first_run(schedule, now=NOW)

@@ -39,6 +39,7 @@ _UNIT_ALIASES = {
     "day": "d",
     "days": "d",
 }
+_MAX_SECONDS = 3650 * 86400  # ten years
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-zA-Z]+)\s*$")
 _HELP = (
     'use a delay ("30m", "2h", "1d"), an interval ("every 30m"), a 5-field cron expression '
@@ -98,7 +99,7 @@ def format_duration(seconds: int) -> str:
 def parse_duration(text: str) -> int:
     """Parse ``"30m"``, ``"2h"``, ``"1d"`` (and long unit names) into seconds.
 
-    Raises ScheduleError for anything else, including zero.
+    Raises ScheduleError for anything else, including zero and more than ten years.
     """
     match = _DURATION.match(text)
     unit = _UNIT_ALIASES.get(match.group(2).lower()) if match else None
@@ -110,6 +111,12 @@ def parse_duration(text: str) -> int:
     seconds = int(match.group(1)) * _UNIT_SECONDS[unit]
     if seconds <= 0:
         raise ScheduleError(f"{text.strip()!r} is zero; a duration must be at least 1m.", expression=text)
+    if seconds > _MAX_SECONDS:
+        # Past this, run times overflow Python's datetime (year 9999) instead of failing cleanly.
+        raise ScheduleError(
+            f"{text.strip()!r} is too long; a duration must be at most {_MAX_SECONDS // 86400}d.",
+            expression=text,
+        )
     return seconds
 
 
