@@ -198,6 +198,11 @@ def test_make_job_defaults_and_validation() -> None:
         make_job("n", "prompt", "every 5m", prompt="x", promt="typo")
     with pytest.raises(ConfigError, match="context_length"):
         make_job("n", "prompt", "every 5m", prompt="x", context_length=0)
+    # Numbers past 64 bits cannot be stored: a clear error, not an encoder traceback.
+    with pytest.raises(ConfigError, match="context_length"):
+        make_job("n", "prompt", "every 5m", prompt="x", context_length=10**23)
+    with pytest.raises(ConfigError, match="repeat"):
+        make_job("n", "prompt", "every 5m", prompt="x", repeat=10**23)
 
 
 @pytest.mark.parametrize("name", ["../up", "a/b", ".hidden", "", "x" * 65, "spa ce", "a..b"])

@@ -38,6 +38,7 @@ JOB_KINDS: tuple[str, ...] = ("build-template", "review", "prompt")
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TICK_LOCK_KEY = "kindling.cron.tick"
+_MAX_COUNT = 10**12
 # SQL writes are compare-and-set on the stored row; one retried this many times when it changed.
 _CAS_ATTEMPTS = 5
 
@@ -89,8 +90,9 @@ class Repeat(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    times: int | None = Field(default=None, ge=1)
-    completed: int = Field(default=0, ge=0)
+    # Bounded so every count fits the 64-bit integers JSON and SQL store.
+    times: int | None = Field(default=None, ge=1, le=_MAX_COUNT)
+    completed: int = Field(default=0, ge=0, le=_MAX_COUNT)
 
     @property
     def exhausted(self) -> bool:
@@ -123,7 +125,7 @@ class Job(BaseModel):
     provider: str = ""
     base_url: str = ""
     api_key_env: str = ""
-    context_length: int | None = Field(default=None, ge=1)
+    context_length: int | None = Field(default=None, ge=1, le=_MAX_COUNT)
     args: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
@@ -614,14 +616,17 @@ def make_job(
         )
     times = repeat if repeat is not None else (None if parsed.recurring else 1)
     try:
-        return Job(
-            name=name,
-            kind=kind,  # type: ignore[arg-type]  # checked against JOB_KINDS above
-            schedule=parsed.expression,
-            next_run_at=first_run(parsed, now=now),
-            repeat=Repeat(times=times),
-            args=args,
-            **fields,
+        # Validated as one document, so an error names its full place ("repeat.times").
+        return Job.model_validate(
+            {
+                **fields,
+                "name": name,
+                "kind": kind,
+                "schedule": parsed.expression,
+                "next_run_at": first_run(parsed, now=now),
+                "repeat": {"times": times},
+                "args": args,
+            }
         )
     except ValidationError as exc:
         first = exc.errors()[0]
