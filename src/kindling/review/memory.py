@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -156,8 +158,9 @@ class MemoryStore:
             return _failure(f"Invalid target '{target}'. Use 'memory' or 'user'.")
         if not content:
             return _failure("Content cannot be empty.")
-        if ENTRY_DELIMITER in content:
-            return _failure(_DELIMITER_REFUSAL)
+        unsafe = _content_refusal(content)
+        if unsafe:
+            return _failure(unsafe)
         with self._locked(target) as entries:
             if content in entries:
                 return self._success(target, entries, "Entry already exists (no duplicate added).")
@@ -181,8 +184,9 @@ class MemoryStore:
             return _failure("old_text cannot be empty: give a short unique part of the entry to replace.")
         if not content:
             return _failure("content cannot be empty. Use 'remove' to delete an entry.")
-        if ENTRY_DELIMITER in content:
-            return _failure(_DELIMITER_REFUSAL)
+        unsafe = _content_refusal(content)
+        if unsafe:
+            return _failure(unsafe)
         with self._locked(target) as entries:
             index = self._find_for_rewrite(target, entries, old_text)
             if isinstance(index, dict):
@@ -297,6 +301,55 @@ _DELIMITER_REFUSAL = (
     "Content cannot contain the entry separator (a line holding only '§'): it would be read "
     "back as several entries. Make one call per entry."
 )
+
+# Memory is pasted into every future system prompt, and a review reads untrusted text (web
+# pages, tool output), so an entry that smuggles instructions or secrets is refused at the
+# door. Hermes Agent refuses such writes too. The list is short on purpose: plain bossy
+# English ("always run the tests") is a legitimate preference, not an attack.
+_HIDDEN_CHARS = frozenset(
+    "\u200b\u200c\u200d\u2060\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+_WORDS = r"(?:\w+\s+){0,6}"  # a few words in between, bounded so matching stays linear
+_INJECTION_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), why)
+    for pattern, why in (
+        (
+            rf"\bignore\s+{_WORDS}(?:previous|prior|above|all|earlier)\s+{_WORDS}instructions",
+            "overrides instructions",
+        ),
+        (
+            rf"\bdisregard\s+{_WORDS}(?:your|all|any|the)\s+{_WORDS}(?:instructions|rules|guidelines)",
+            "overrides instructions",
+        ),
+        (r"\bsystem\s+prompt\s+override", "overrides the system prompt"),
+        (rf"\bdo\s+not\s+{_WORDS}tell\s+{_WORDS}the\s+user", "hides things from the user"),
+        (
+            r"\b(?:curl|wget)\b[^\n]{0,500}\$\{?(?-i:[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)S?)\b",
+            "sends a secret over the network",
+        ),
+        (r"authorized_keys|~/\.ssh\b|\$HOME/\.ssh\b", "touches SSH credentials"),
+    )
+)
+
+
+def _content_refusal(content: str) -> str | None:
+    """Return why ``content`` may not become a memory entry, or None when it may."""
+    if ENTRY_DELIMITER in content:
+        return _DELIMITER_REFUSAL
+    hidden = sorted(_HIDDEN_CHARS.intersection(content))
+    if hidden:
+        codes = ", ".join(f"U+{ord(ch):04X}" for ch in hidden)
+        return (
+            f"Content contains invisible or direction-changing characters ({codes}); write it in plain text."
+        )
+    folded = unicodedata.normalize("NFKC", content)  # full-width look-alikes fold to ASCII
+    for pattern, why in _INJECTION_PATTERNS:
+        if pattern.search(folded):
+            return (
+                f"Refused: this entry {why}. Memory is pasted into every future system prompt, "
+                "so it must hold facts and preferences, not instructions to obey or secrets to send."
+            )
+    return None
 
 
 def _check_target(target: str) -> Target:
