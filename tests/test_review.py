@@ -590,3 +590,25 @@ def test_a_stored_system_prompt_leads_the_review_and_the_platform_is_recorded(
         "platform": "telegram",
         "task_id": "t-9",
     }
+
+
+def test_a_snapshot_taken_mid_turn_is_made_valid_before_it_is_sent(fake_openai: FakeOpenAI) -> None:
+    mid_turn = [
+        *_snapshot(),
+        {"role": "tool", "tool_call_id": "ghost", "content": "a result nobody asked for"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "open_1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+            ],
+        },
+    ]
+    outcome = spawn_review(mid_turn, _runtime(fake_openai), executor=ReviewExecutor()).join(timeout=20)
+    assert outcome is not None and outcome.ok
+    sent = fake_openai.chat_requests()[0]["messages"]
+    assert sent[: len(_snapshot())] == _snapshot()  # the valid part is untouched
+    assert all(m.get("tool_call_id") != "ghost" for m in sent)  # the orphan result is dropped
+    answer = sent[len(_snapshot()) + 1]
+    assert answer["tool_call_id"] == "open_1" and "No result was recorded" in answer["content"]
+    assert sent[-1]["content"] == review_prompt(memory=True, skills=True)

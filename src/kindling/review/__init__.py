@@ -20,6 +20,7 @@ from kindling.review.loop import (
 )
 from kindling.review.memory import ENTRY_DELIMITER, MemoryStore, Provenance, memories_dir
 from kindling.review.prompts import review_prompt
+from kindling.review.protocol import ConversionReport, repair_tool_protocol
 from kindling.review.session import review_session, review_stored, session_messages
 from kindling.review.skills import Skill, SkillStore, skills_dir, validate_skill_name
 from kindling.review.tools import memory_tool, review_tools, skill_tools
@@ -30,6 +31,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ENTRY_DELIMITER",
+    "ConversionReport",
     "MemoryStore",
     "Provenance",
     "ReviewExecutor",
@@ -43,6 +45,7 @@ __all__ = [
     "format_summary",
     "memories_dir",
     "memory_tool",
+    "repair_tool_protocol",
     "review_prompt",
     "review_session",
     "review_stored",

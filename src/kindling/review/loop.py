@@ -25,6 +25,7 @@ from kindling.agent.loop import Runtime, run
 from kindling.agent.registry import ToolRegistry
 from kindling.review.memory import MemoryStore, Provenance
 from kindling.review.prompts import review_prompt
+from kindling.review.protocol import ConversionReport, repair_tool_protocol
 from kindling.review.skills import SkillStore
 from kindling.review.tools import (
     MEMORY_TOOL,
@@ -245,14 +246,19 @@ def run_review(
     """Run one review in the calling thread and return its outcome; endpoint trouble sets ``error``.
 
     The request carries ``snapshot`` unchanged (its system message verbatim; ``system_prompt``
-    is put first when the snapshot has none) followed by the review prompt. ``parent_tools``
+    is put first when the snapshot has none) followed by the review prompt. A snapshot that
+    breaks the tool-call protocol (taken mid-turn, say) is repaired first, since a strict
+    endpoint would reject it on every attempt (see :mod:`kindling.review.protocol`). ``parent_tools``
     lets the request advertise the caller's tool list (same prefix), while only the memory and
     skill tools may run. Raises nothing for endpoint or tool failures.
     """
     if not review_memory and not review_skills:
         error = "nothing to review: both memory and skills are off."
         return ReviewOutcome(failure_summary(error), error=error)
-    history = [dict(m) for m in snapshot]
+    report = ConversionReport()
+    history = repair_tool_protocol(snapshot, report)  # a valid snapshot comes back as it was
+    for note in report.notes:
+        logger.warning("Review snapshot: %s.", note)
     if system_prompt is not None and not (history and history[0].get("role") == "system"):
         history.insert(0, {"role": "system", "content": system_prompt})
     tools = review_tools(

@@ -10,53 +10,32 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kindling.agent.loop import Runtime
 from kindling.review.loop import DEFAULT_MAX_ITERATIONS, ReviewOutcome, run_review
 from kindling.review.memory import MemoryStore, Provenance
+from kindling.review.protocol import ConversionReport, repair_tool_protocol
 from kindling.review.skills import SkillStore
 from kindling.sessions.model import Session
 
 logger = logging.getLogger(__name__)
 
-MISSING_RESULT = '{"success": false, "error": "No result was recorded for this call."}'
-
-
-@dataclass
-class ConversionReport:
-    """What converting a session to messages had to repair."""
-
-    orphan_results: int = 0
-    unanswered_calls: int = 0
-    notes: list[str] = field(default_factory=list)
-
 
 def session_messages(session: Session, report: ConversionReport | None = None) -> list[dict[str, Any]]:
-    """Return ``session`` as OpenAI chat messages with a valid tool-call protocol."""
-    counts = report if report is not None else ConversionReport()
+    """Return ``session`` as OpenAI chat messages with a valid tool-call protocol.
+
+    What had to be repaired (orphan results dropped, unanswered calls answered) is counted in
+    ``report``.
+    """
     messages: list[dict[str, Any]] = []
-    pending: list[str] = []  # ids of calls waiting for their result, in order
-
-    def close_pending() -> None:
-        for call_id in pending:
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
-            counts.unanswered_calls += 1
-        pending.clear()
-
     for message in session.messages:
         if message.role == "tool":
-            if message.tool_call_id in pending:
-                pending.remove(message.tool_call_id)
-                messages.append(
-                    {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content or ""}
-                )
-            else:
-                counts.orphan_results += 1
+            messages.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content or ""}
+            )
             continue
-        close_pending()
         entry: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.role == "assistant" and message.tool_calls:
             entry["tool_calls"] = [
@@ -72,18 +51,10 @@ def session_messages(session: Session, report: ConversionReport | None = None) -
                 }
                 for call in message.tool_calls
             ]
-            pending.extend(call.id for call in message.tool_calls)
         elif message.content is None:
             entry["content"] = ""
         messages.append(entry)
-    close_pending()
-    if counts.orphan_results:
-        counts.notes.append(f"{counts.orphan_results} tool result(s) without a matching call were dropped")
-    if counts.unanswered_calls:
-        counts.notes.append(
-            f"{counts.unanswered_calls} call(s) without a recorded result were answered as missing"
-        )
-    return messages
+    return repair_tool_protocol(messages, report)
 
 
 def load_session(source: str | Path, session_id: str, format: str | None = None) -> Session:
