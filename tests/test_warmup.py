@@ -179,6 +179,22 @@ def test_index_cache_tells_same_named_templates_apart() -> None:
     assert warm_conversation(second, "read the config").tools[0] == "terminal"
 
 
+def test_index_cache_sees_outcomes_counts_and_arguments() -> None:
+    worked = Template(name="same", examples=[ex("a", "x", count=1), ex("b", "x", count=9)])
+    assert warm_conversation(worked, "").tools == ["b", "a"]
+    # Same name, version, contexts and sessions; only what the index also reads differs.
+    failed = worked.model_copy(
+        update={"examples": [e.model_copy(update={"outcome": OutcomeStatus.FAILED}) for e in worked.examples]}
+    )
+    assert warm_conversation(failed, "").messages == []
+    recounted = worked.model_copy(update={"examples": [ex("a", "x", count=9), ex("b", "x", count=1)]})
+    assert warm_conversation(recounted, "").tools == ["a", "b"]
+    argued = worked.model_copy(
+        update={"examples": [ex("a", "x", arguments={"q": "parser"}), ex("b", "x", arguments={"q": "web"})]}
+    )
+    assert warm_conversation(argued, "parser").tools[0] == "a"
+
+
 def test_empty_task_falls_back_to_most_frequent() -> None:
     examples = [ex("a", "x", count=1), ex("b", "y", count=9), ex("c", "z", count=3)]
     assert [examples[i].tool_name for i in rank_examples(examples, "")] == ["b", "c", "a"]

@@ -143,9 +143,14 @@ _INDEX_CACHE_SIZE = 32
 def index_for(template: Template) -> ExampleIndex:
     """Return the (cached) index of ``template``'s examples, keyed by name, version and content."""
     # Name and version identify stored templates; the fingerprint catches in-memory templates that
-    # share a name (string hashes are cached, so this costs microseconds, not an index rebuild).
+    # share a name. It covers everything the index reads (indexed text, session, count, outcome):
+    # keyed on less, a template whose examples differ only in outcome got the other's index and
+    # injected failed calls. It costs well under a millisecond for 1,000 examples.
     fingerprint = hash(
-        tuple((e.tool_name, e.context, e.session_id, len(e.arguments)) for e in template.examples)
+        tuple(
+            (e.tool_name, e.context, e.session_id, e.count, e.outcome, e.raw_arguments, repr(e.arguments))
+            for e in template.examples
+        )
     )
     key = (template.name, template.version, template.updated_at, len(template.examples), fingerprint)
     index = _INDEX_CACHE.get(key)
