@@ -7,7 +7,7 @@ requested number of examples. For each of a set of task texts, one warm-up is: c
 baseline is ``json.dumps`` of that same merged conversation, the least any caller does with it.
 
 It prints the median time of each (milliseconds) and the ratio. The BM25 index is built once per
-template version and cached (the first call's cost is printed separately). ``--quick`` uses a small
+template content and cached (the first call's cost is printed separately). ``--quick`` uses a small
 template and few repeats and finishes in a few seconds.
 
     .venv/bin/python bench/warmup.py
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  choose + build + inject: median {warm_ms:.3f} ms")
     print(f"  json.dumps of the output: median {dump_ms:.3f} ms")
     print(f"  ratio (warm-up / json.dumps): {warm_ms / dump_ms:.1f}x")
-    print(f"  first call incl. building the BM25 index: {cold_ms:.1f} ms (cached per template version)")
+    print(f"  first call incl. building the BM25 index: {cold_ms:.1f} ms (cached per template content)")
     print(f"  warm messages injected for the first task: {len(first) - 2}")
     return 0
 
