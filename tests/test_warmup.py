@@ -218,6 +218,16 @@ def test_choose_template_by_task_type_then_tags_then_least_used() -> None:
     same_less_used = same.model_copy(update={"name": "same-b", "usage_count": 1})
     assert choose_template([same, same_less_used], task) is same_less_used
     assert choose_template([empty], task) is None
+    # Only failed examples (legacy files keep them): nothing to inject, so never chosen.
+    all_failed = same_tagged.model_copy(
+        update={
+            "name": "all-failed",
+            "usage_count": 0,
+            "examples": [ex("patch", "fix the parser", outcome=OutcomeStatus.FAILED)],
+        }
+    )
+    assert choose_template([all_failed, same], task) is same
+    assert choose_template([all_failed], task) is None
 
 
 # ------------------------------------------------------------------------------------ building

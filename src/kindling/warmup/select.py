@@ -279,14 +279,15 @@ def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
 
 
 def choose_template(templates: Sequence[Template], task: str) -> Template | None:
-    """Return the template that fits ``task`` best, or None when no template has examples.
+    """Return the template that fits ``task`` best, or None when no template has a usable example.
 
     Order: same task type as the task text (``mixed``/untyped next, other types last), then more
     tags named in the task, then least used, then name.
     """
     from kindling.mining import classify_task_text
 
-    candidates = [t for t in templates if t.examples]
+    # Failed examples are never injected, so a template holding only those has nothing to give.
+    candidates = [t for t in templates if any(e.outcome is not OutcomeStatus.FAILED for e in t.examples)]
     if not candidates:
         return None
     task_type = str(getattr(classify_task_text(task), "value", "mixed"))
