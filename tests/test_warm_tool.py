@@ -86,6 +86,17 @@ def test_auto_load_and_inject_report_templates_they_had_to_skip(sample_db: Path)
         assert "not valid JSON" in result["problems"][0]["reason"]
 
 
+def test_build_checks_the_store_before_reading_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_store = tmp_path / "plain.txt"
+    not_a_store.write_text("x")
+    monkeypatch.setenv("KINDLING_TEMPLATE_STORE", str(not_a_store))
+    result = call(action="build", name="x", sources=[str(tmp_path / "missing.db")])
+    assert not result["success"]
+    assert "is a file; a template store is a directory" in result["error"]
+
+
 def test_build_filters_reach_mining(sample_db: Path) -> None:
     few = call(action="build", name="few", sources=[str(sample_db)], max_sessions=5, min_messages=0)
     assert few["success"], few

@@ -76,6 +76,7 @@ def build_template_with_report(
     task_type = check_task_type(task_type, template=name)
     if not sources:
         raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
+    target = store or open_store()  # a store that cannot open fails now, not after the mining
     report = ReadReport()
     try:
         result = mine(_iter_all(sources, format, report, on_session), report=report, **mining_filters)
@@ -104,7 +105,7 @@ def build_template_with_report(
         system_prompt_addendum=system_prompt_addendum,
         source_session_ids=session_ids,
     )
-    stored = (store or open_store()).save(template)
+    stored = target.save(template)
     return BuildResult(stored, report, result)
 
 
