@@ -56,11 +56,17 @@ CODE_EXAMPLES = [
 # ------------------------------------------------------------------------------------ tokens / truncation
 
 
-def test_token_estimate_is_chars_over_four() -> None:
-    assert estimate_tokens("") == 0
-    assert estimate_tokens("abcd") == 1
-    assert estimate_tokens("abcde") == 2
-    assert estimate_tokens("x" * 400) == 100
+def test_token_estimate_is_chars_over_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Forced, so a machine with tiktoken and a cached encoding runs this test too.
+    monkeypatch.setenv("KINDLING_TOKENIZER", "chars")
+    tokens._encoder.cache_clear()
+    try:
+        assert estimate_tokens("") == 0
+        assert estimate_tokens("abcd") == 1
+        assert estimate_tokens("abcde") == 2
+        assert estimate_tokens("x" * 400) == 100
+    finally:
+        tokens._encoder.cache_clear()
 
 
 FAKE_TIKTOKEN = """
