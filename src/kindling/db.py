@@ -64,7 +64,14 @@ def create_engine(target: str | Path, **kwargs: Any) -> Engine:
     """
     url = normalize_url(target)
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        directory = Path(url[len("sqlite:///") :]).parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"Cannot open database {redact_url(target)}: cannot create {directory}: {exc.strerror or exc}.",
+                path=str(target),
+            ) from exc
     try:
         if url.startswith("sqlite"):
             connect_args = kwargs.pop("connect_args", {})

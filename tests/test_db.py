@@ -1,0 +1,59 @@
+"""SQL plumbing: engines for paths and URLs, numbered migrations, errors translated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from kindling.db import apply_migrations, create_engine, normalize_url, redact_url, translate_errors
+from kindling.errors import StoreError
+
+
+def m001_things(conn: sa.Connection) -> None:
+    conn.execute(sa.text("CREATE TABLE things (id INTEGER PRIMARY KEY)"))
+
+
+def m002_more(conn: sa.Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE things ADD COLUMN name TEXT"))
+
+
+def test_urls_are_normalized_and_redacted(tmp_path: Path) -> None:
+    assert normalize_url(tmp_path / "x.db") == f"sqlite:///{tmp_path / 'x.db'}"
+    assert normalize_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert "secret" not in redact_url("postgresql://u:secret@h/db")
+
+
+def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
+    engine = create_engine(tmp_path / "deep" / "m.db")
+    assert apply_migrations(engine, "things", [m001_things]) == ["m001_things"]
+    assert apply_migrations(engine, "things", [m001_things, m002_more]) == ["m002_more"]
+    assert apply_migrations(engine, "things", [m001_things, m002_more]) == []
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+
+
+@pytest.mark.postgres
+def test_migrations_on_postgres(pg_url: str) -> None:
+    engine = create_engine(pg_url)
+    assert apply_migrations(engine, "things", [m001_things, m002_more]) == ["m001_things", "m002_more"]
+    assert apply_migrations(engine, "things", [m001_things, m002_more]) == []
+    engine.dispose()
+
+
+def test_unusable_sqlite_path_is_one_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot create"):
+        create_engine(blocker / "sub" / "x.db")
+
+
+def test_driver_errors_are_translated(tmp_path: Path) -> None:
+    engine = create_engine(tmp_path / "t.db")
+    with (
+        pytest.raises(StoreError, match="no such table"),
+        translate_errors(tmp_path / "t.db", "read"),
+        engine.connect() as conn,
+    ):
+        conn.execute(sa.text("SELECT * FROM missing"))
