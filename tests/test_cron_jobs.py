@@ -178,6 +178,10 @@ def test_make_job_defaults_and_validation() -> None:
     forever = make_job("loop", "prompt", "every 5m", now=NOW, prompt="x")
     assert forever.repeat.times is None
     assert make_job("n", "prompt", "every 5m", now=NOW, prompt="x", repeat=3).repeat.times == 3
+    with pytest.raises(ScheduleError, match="in the past"):
+        make_job("n", "prompt", "2025-11-21T10:00:00Z", now=NOW, prompt="x")  # the year is a typo
+    late = make_job("n", "prompt", "2026-11-21T09:59:30Z", now=NOW, prompt="x")  # seconds ago: fine
+    assert late.next_run_at == NOW - timedelta(seconds=30)
     with pytest.raises(ConfigError, match="runs once"):
         make_job("n", "prompt", "30m", now=NOW, prompt="x", repeat=3)
     assert make_job("n", "prompt", "30m", now=NOW, prompt="x", repeat=1).repeat.times == 1

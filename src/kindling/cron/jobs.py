@@ -17,7 +17,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from kindling.config import kindling_home
 from kindling.db import apply_migrations, create_engine, is_url, normalize_url, redact_url, translate_errors
-from kindling.errors import ConfigError, InvalidNameError, NotFoundError, StoreError
+from kindling.errors import ConfigError, InvalidNameError, NotFoundError, ScheduleError, StoreError
 from kindling.fileio import file_lock, write_atomic
 
 JobKind = Literal["build-template", "review", "prompt"]
@@ -39,6 +39,7 @@ JOB_KINDS: tuple[str, ...] = ("build-template", "review", "prompt")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TICK_LOCK_KEY = "kindling.cron.tick"
 _MAX_COUNT = 10**12
+_PAST_GRACE = timedelta(minutes=1)
 # SQL writes are compare-and-set on the stored row; one retried this many times when it changed.
 _CAS_ATTEMPTS = 5
 
@@ -587,15 +588,23 @@ def make_job(
     """Build a new, validated job whose first run follows from ``schedule`` (not yet stored).
 
     One-off schedules run once unless ``repeat`` says otherwise. Raises ScheduleError for a bad
-    schedule, InvalidNameError for an unsafe name and ConfigError for missing kind settings or a
+    schedule or a one-off time already past, InvalidNameError for an unsafe name and ConfigError for missing kind settings or a
     delivery URL Apprise does not understand.
     """
-    from kindling.cron.schedule import first_run, parse_schedule
+    from kindling.cron.schedule import as_utc, first_run, parse_schedule
 
     if kind not in JOB_KINDS:
         raise ConfigError(f"Job kind {kind!r} is not one of {', '.join(JOB_KINDS)}.")
     validate_name(name, "job name")
     parsed = parse_schedule(schedule, now=now)
+    added_at = now if now is not None else datetime.now(timezone.utc)
+    if parsed.run_at is not None and parsed.run_at < as_utc(added_at) - _PAST_GRACE:
+        # A one-off time already gone is a typo (a year, a zone) far more often than "run now".
+        raise ScheduleError(
+            f"Schedule {parsed.expression!r} is in the past ({parsed.run_at:%Y-%m-%d %H:%M} UTC); "
+            "give a future time, or a delay such as '1m' to run it soon.",
+            expression=parsed.expression,
+        )
     unknown = sorted(set(fields) - set(Job.model_fields))
     if unknown:
         raise ConfigError(f"Unknown job setting(s): {', '.join(unknown)}.")
