@@ -55,7 +55,7 @@ class _TextCheck:
 
 @dataclass(frozen=True)
 class _ToolRules:
-    json_rules: tuple[tuple[Outcome, str, str, Any], ...]
+    json_rules: tuple[tuple[Outcome, str, str, Any, bool], ...]
     start: tuple[_TextCheck, ...]
     anywhere: tuple[_TextCheck, ...]
 
@@ -125,7 +125,7 @@ class OutcomeClassifier:
         found = self._by_tool.get(tool_name)
         if found is not None:
             return found
-        json_rules: list[tuple[Outcome, str, str, Any]] = []
+        json_rules: list[tuple[Outcome, str, str, Any, bool]] = []
         start: list[_TextCheck] = []
         anywhere: list[_TextCheck] = []
         for rule in self.rules:
@@ -134,7 +134,9 @@ class OutcomeClassifier:
             outcome = self._outcome(OutcomeStatus(rule.status), rule.name)
             if rule.kind == "json":
                 assert rule.field is not None and rule.test is not None  # enforced by the model
-                json_rules.append((outcome, rule.field, rule.test, rule.value))
+                # Only ``equals null`` fires on a null value (see _json_fires).
+                fires_on_none = rule.test == "equals" and rule.value is None
+                json_rules.append((outcome, rule.field, rule.test, rule.value, fires_on_none))
                 continue
             assert rule.pattern is not None
             flags = re.IGNORECASE if rule.ignore_case else 0
@@ -151,13 +153,15 @@ class OutcomeClassifier:
         """Return the outcome of one tool result (see the module docstring for the order)."""
         if error_flag is not None:
             return self._flag_failed if error_flag else self._flag_clear
-        if not content or content.isspace():
+        if not content:
             return self._empty
         rules = self._by_tool.get(tool_name)
         if rules is None:
             rules = self._rules_for(tool_name)
         head = content[0]
         if head.isspace():
+            if content.isspace():
+                return self._empty
             head = content.lstrip()[:1]
         if head == "{" or head == "[":
             try:
@@ -165,9 +169,18 @@ class OutcomeClassifier:
             except orjson.JSONDecodeError:
                 parsed = None
             if type(parsed) is dict:
-                for outcome, field, test, expected in rules.json_rules:
-                    if field in parsed and _json_fires(test, parsed[field], expected):
-                        return outcome
+                for outcome, field, test, expected, fires_on_none in rules.json_rules:
+                    if field in parsed:
+                        value = parsed[field]
+                        # The common values (null, 0) are decided here without a call.
+                        if value is None:
+                            if fires_on_none:
+                                return outcome
+                        elif type(value) is int and test == "nonzero":
+                            if value:
+                                return outcome
+                        elif _json_fires(test, value, expected):
+                            return outcome
                 return self._no_signal
             if type(parsed) is list:
                 return self._no_signal

@@ -23,10 +23,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kindling.config import env_int
 from kindling.errors import SourceError
 from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_calls_at
-from kindling.sessions.model import ROLES, Message, ReadReport, Session, new_message
+from kindling.sessions.model import ROLES, Message, ReadReport, Session, _MessageInit, new_tool_call
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
 MESSAGE_COLUMNS: tuple[str, ...] = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp")
@@ -364,7 +366,13 @@ def assemble_sessions(
     append = messages.append
     roles = ROLES
     sentinels = CONTENT_SENTINELS
-    message = new_message
+    loads = orjson.loads
+    new_call = new_tool_call
+    # Messages are built inline (see kindling.sessions.model._MessageInit): this loop runs once per
+    # row, and a call per message is a good part of its cost.
+    new_object = object.__new__
+    blank = _MessageInit
+    message_class = Message
     # Counted here, while each session is built, so the report need not walk it again.
     calls_seen = results_seen = 0
     arguments_cache: dict[str, dict[str, Any]] = {}
@@ -400,7 +408,8 @@ def assemble_sessions(
                 continue
         if content is not None:
             if type(content) is str:
-                if content.startswith(sentinels):
+                # Both sentinels start below "\x02": one comparison rules out almost every row.
+                if content < "\x02" and content.startswith(sentinels):
                     content = decode_sentinel(content)
             elif type(content) is bytes:
                 # A BLOB where Hermes writes text: fine when it is UTF-8, skipped (counted) when not.
@@ -412,7 +421,35 @@ def assemble_sessions(
             else:
                 content = str(content)
         if raw_calls:
-            calls = parse_calls_at(raw_calls, report, session_key, order, "assistant", arguments_cache)
+            calls = None
+            if type(raw_calls) is str:
+                # The shape Hermes writes, with argument texts already parsed once in this read:
+                # built here. Anything else (and a text not seen yet) goes through parse_calls_at.
+                try:
+                    items = loads(raw_calls)
+                except orjson.JSONDecodeError:
+                    items = None
+                if type(items) is list:
+                    built = []
+                    for item in items:
+                        if type(item) is not dict or "requestor" in item:
+                            break
+                        function = item.get("function")
+                        if type(function) is not dict:
+                            break
+                        call_name = function.get("name")
+                        text = function.get("arguments")
+                        given_id = item.get("id")
+                        if not (type(call_name) is str and call_name and type(given_id) is str and given_id):
+                            break
+                        arguments = arguments_cache.get(text) if type(text) is str else None
+                        if arguments is None:
+                            break
+                        built.append(new_call(given_id, call_name, arguments, None, "assistant"))
+                    else:
+                        calls = tuple(built)
+            if calls is None:
+                calls = parse_calls_at(raw_calls, report, session_key, order, "assistant", arguments_cache)
             for call in calls:
                 known.add(call.id)
         else:
@@ -430,7 +467,16 @@ def assemble_sessions(
             calls_seen += len(calls)
         if stamp is not None and type(stamp) is not float:
             stamp = _epoch(stamp)
-        append(message(role, content, calls, call_id, tool_name, None, stamp))
+        built_message: Any = new_object(blank)
+        built_message.role = role
+        built_message.content = content
+        built_message.tool_calls = calls
+        built_message.tool_call_id = call_id
+        built_message.name = tool_name
+        built_message.error = None
+        built_message.timestamp = stamp
+        built_message.__class__ = message_class
+        append(built_message)
     if current_row is not None:
         report.add_counted(len(messages), calls_seen, results_seen)
         yield _session(current_row, messages)
