@@ -125,6 +125,24 @@ def test_session_templates_file_loads() -> None:
     assert t.examples[1].outcome is OutcomeStatus.FAILED
 
 
+def test_legacy_arguments_may_be_json_text() -> None:
+    examples = [
+        {"tool_name": "terminal", "arguments": '{"command": "make"}', "result": "ok", "success": True},
+        {"tool_name": "terminal", "arguments": "ls -la", "result": "ok", "success": True},
+        {"tool_name": "terminal", "arguments": None, "result": "ok", "success": True},
+    ]
+    t = parse_template({**SESSION_TEMPLATES_FILE, "examples": examples})
+    assert [(e.arguments, e.raw_arguments) for e in t.examples] == [
+        ({"command": "make"}, None),
+        ({}, "ls -la"),
+        ({}, None),
+    ]
+    exported = export_template(t, "session-templates")["examples"]
+    assert [e["arguments"] for e in exported] == [{"command": "make"}, "ls -la", {}]
+    with pytest.raises(TemplateError, match="arguments must be an object"):
+        parse_template({**SESSION_TEMPLATES_FILE, "examples": [{**examples[0], "arguments": 5}]})
+
+
 @pytest.mark.parametrize(
     ("fmt", "source"), [("warm_sessions", WARM_SESSIONS_FILE), ("session-templates", SESSION_TEMPLATES_FILE)]
 )

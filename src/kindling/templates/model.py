@@ -15,6 +15,7 @@ Export writes either legacy format with exactly its keys (their loaders reject e
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -234,11 +235,28 @@ def detect_template_format(data: Any) -> str:
     return "kindling"
 
 
+def _legacy_arguments(value: Any) -> tuple[dict[str, Any], str | None]:
+    """Return (arguments, raw text): legacy files hold an object or, as the chat API sends it, a JSON string."""
+    if value is None or value == "":
+        return {}, None
+    if isinstance(value, dict):
+        return dict(value), None
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}, value
+        return (parsed, None) if isinstance(parsed, dict) else ({}, value)
+    raise ValueError(f"arguments must be an object or a JSON string, not {type(value).__name__}")
+
+
 def _example_from_warm_sessions(item: dict[str, Any]) -> Example:
     success = item.get("result_success", True)
+    arguments, raw = _legacy_arguments(item.get("arguments"))
     return Example(
         tool_name=str(item["tool_name"]),
-        arguments=dict(item.get("arguments") or {}),
+        arguments=arguments,
+        raw_arguments=raw,
         result=str(item.get("result_summary") or ""),
         outcome=OutcomeStatus.OK if success is not False else OutcomeStatus.FAILED,
         context=str(item.get("context_hint") or ""),
@@ -247,9 +265,11 @@ def _example_from_warm_sessions(item: dict[str, Any]) -> Example:
 
 def _example_from_session_templates(item: dict[str, Any], session_id: str) -> Example:
     success = item.get("success", True)
+    arguments, raw = _legacy_arguments(item.get("arguments"))
     return Example(
         tool_name=str(item["tool_name"]),
-        arguments=dict(item.get("arguments") or {}),
+        arguments=arguments,
+        raw_arguments=raw,
         result=str(item.get("result") or ""),
         outcome=OutcomeStatus.OK if success is not False else OutcomeStatus.FAILED,
         session_id=session_id,
@@ -311,6 +331,13 @@ def parse_template(data: Any, *, name: str | None = None) -> Template:
         ) from exc
 
 
+def _legacy_arguments_out(example: Example) -> dict[str, Any] | str:
+    # Arguments that were text, not an object, go back out as that text.
+    if not example.arguments and example.raw_arguments:
+        return example.raw_arguments
+    return dict(example.arguments)
+
+
 def _epoch_seconds(timestamp: str) -> float | str:
     # session-templates files hold created_at as epoch seconds (time.time()); a timestamp that
     # does not parse is written back unchanged rather than invented.
@@ -338,7 +365,7 @@ def export_template(template: Template, fmt: str = "kindling") -> dict[str, Any]
             "examples": [
                 {
                     "tool_name": e.tool_name,
-                    "arguments": dict(e.arguments),
+                    "arguments": _legacy_arguments_out(e),
                     "result_summary": e.result,
                     "result_success": e.outcome is not OutcomeStatus.FAILED,
                     "context_hint": e.context,
@@ -358,7 +385,7 @@ def export_template(template: Template, fmt: str = "kindling") -> dict[str, Any]
             "examples": [
                 {
                     "tool_name": e.tool_name,
-                    "arguments": dict(e.arguments),
+                    "arguments": _legacy_arguments_out(e),
                     "result": e.result,
                     "success": e.outcome is not OutcomeStatus.FAILED,
                 }
