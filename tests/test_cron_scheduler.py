@@ -270,6 +270,24 @@ def test_a_hand_broken_schedule_is_reported_once_and_the_job_disabled(
     assert fake_openai.chat_requests() == []
 
 
+def test_a_cron_expression_with_no_next_date_does_not_stop_the_other_jobs(
+    store: JsonJobStore, fake_openai: FakeOpenAI
+) -> None:
+    # "0 0 30 2 *" parses (croniter accepts it) but has no next date: computing the job's next slot
+    # fails. That job is reported and disabled; the job due after it still runs.
+    never = _add_prompt_job(store, fake_openai, "never", context_length=100_000)
+    fine = _add_prompt_job(store, fake_openai, "fine", context_length=100_000)
+    data = json.loads(store.path.read_text(encoding="utf-8"))
+    data["jobs"][0]["schedule"] = "0 0 30 2 *"
+    store.path.write_text(json.dumps(data), encoding="utf-8")
+    runs = {r.name: r for r in tick(store, now=LATER).runs}
+    assert runs["fine"].status == "ok"
+    assert runs["never"].status == "error" and "0 0 30 2 *" in (runs["never"].error or "")
+    assert store.get(never.id).enabled is False
+    assert store.get(fine.id).last_status == "ok"
+    assert len(fake_openai.chat_requests()) == 1
+
+
 def test_status_summarises_the_store(store: JsonJobStore, fake_openai: FakeOpenAI) -> None:
     fake_openai.models = [{"id": "tiny", "context_length": 1000}]
     _add_prompt_job(store, fake_openai, "small", model="tiny")

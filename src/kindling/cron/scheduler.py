@@ -81,8 +81,8 @@ class TickResult:
 def claim_changes(job: Job, now: datetime) -> dict[str, Any]:
     """Return the changes that claim ``job``'s current slot: next run, repeat count, last run time.
 
-    A schedule that no longer parses (a hand-edited file) claims the slot and disables the job, so a
-    broken job is reported once instead of failing every tick.
+    A schedule that no longer parses or never fires again (a hand-edited file; ``0 0 30 2 *``) claims
+    the slot and disables the job, so a broken job is reported once instead of failing every tick.
     """
     completed = job.repeat.completed + 1
     # The previous run's status is cleared with the claim: if this run is killed before it records
@@ -96,20 +96,29 @@ def claim_changes(job: Job, now: datetime) -> dict[str, Any]:
     }
     try:
         schedule = parse_schedule(job.schedule, now=now)
+        upcoming = next_run_after(schedule, job.next_run_at or now, now=now)
     except KindlingError:
         changes.update(next_run_at=None, enabled=False)
         return changes
     finished = job.repeat.times is not None and completed >= job.repeat.times
-    due = job.next_run_at or now
-    changes["next_run_at"] = None if finished else next_run_after(schedule, due, now=now)
+    changes["next_run_at"] = None if finished else upcoming
     return changes
 
 
-def _run_kind(job: Job) -> RunOutcome:
+def schedule_error(job: Job, *, now: datetime | None = None) -> str | None:
+    """Return why ``job``'s schedule cannot be used (it does not parse, or never fires again), or None."""
+    at = as_utc(now) if now is not None else utcnow()
     try:
-        parse_schedule(job.schedule)
+        next_run_after(parse_schedule(job.schedule, now=at), job.next_run_at or at, now=at)
     except KindlingError as exc:
-        return RunOutcome("error", error=str(exc))
+        return str(exc)
+    return None
+
+
+def _run_kind(job: Job) -> RunOutcome:
+    problem = schedule_error(job)
+    if problem:
+        return RunOutcome("error", error=problem)
     runner = RUNNERS.get(job.kind)
     if runner is None:
         return RunOutcome("error", error=f"Unknown job kind {job.kind!r}.")
