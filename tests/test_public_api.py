@@ -85,3 +85,9 @@ def test_confirmation_tool_reports_an_unreachable_daemon_without_raising(monkeyp
     )
     assert result["success"] is False
     assert result["error"]
+
+
+def test_library_logging_stays_off_stderr_unless_configured() -> None:
+    code = "import logging, kindling; logging.getLogger('kindling.review').warning('should not print')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr == ""

@@ -7,6 +7,7 @@ the CLI starts fast; ``from kindling import mine`` works as usual.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from kindling.errors import (
@@ -27,6 +28,10 @@ from kindling.errors import (
 )
 
 __version__ = "0.1.0"
+
+# A library stays quiet unless its host configures logging; kindling's failures also reach
+# callers through results and callbacks, never only through the log.
+logging.getLogger("kindling").addHandler(logging.NullHandler())
 
 # name -> module that defines it; resolved lazily by __getattr__.
 _LAZY: dict[str, str] = {
