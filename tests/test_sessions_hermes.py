@@ -6,6 +6,7 @@ Every reader test runs on both backends through the ``hermes_db`` fixture, with 
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import psycopg
 import pytest
 
 from kindling.errors import NotFoundError, SourceError
+from kindling.mining import mine
 from kindling.sessions import ReadReport, detect_format, find_session, iter_sessions
 
 EARLY_SESSIONS = """CREATE TABLE sessions (
@@ -454,3 +456,27 @@ def test_blob_contents_decode_or_count(tmp_path: Path) -> None:
     (session,), report = read(str(tmp_path / "state.db"))
     assert [m.content for m in session.messages] == ["text", "hi"]
     assert report.skipped == {"invalid_utf8": 1}
+
+
+# Closing the connections before the row streams made every early stop print "Cannot operate on a
+# closed database" as an unraisable exception; the warning now fails the test.
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_stopping_a_stream_early_closes_it_cleanly(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    fill_basic(hermes_db)
+    for session in iter_sessions(hermes_db.source):
+        assert session.id == "s1"
+        break
+    stream = iter_sessions(hermes_db.source)
+    assert next(stream).id == "s1"
+    del stream
+    with pytest.raises(RuntimeError):
+        for _session in iter_sessions(hermes_db.source):
+            raise RuntimeError("the consumer fails midway")
+    assert mine(iter_sessions(hermes_db.source), min_messages=0, max_sessions=1).sessions_mined == 1
+    # Streams in a reference cycle are closed by the collector, in whatever order it picks.
+    holder: dict[str, Any] = {"stream": iter_sessions(hermes_db.source)}
+    holder["self"] = holder
+    next(holder["stream"])
+    del holder
+    gc.collect()
