@@ -35,7 +35,7 @@ _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 # An open call: the call, its message index, the request before it, and its (cohort, tool) tally.
 _Pending = tuple[ToolCall, int, str, list[int]]
 _FAILED = OutcomeStatus.FAILED
-_KEY_CACHE_ENTRIES = 4096
+_KEY_CACHE_ENTRIES = 1024
 
 
 def truncate(text: str, limit: int) -> str:

@@ -126,7 +126,7 @@ def parse_arguments(value: Any) -> tuple[Mapping[str, Any], str | None]:
 # Argument texts parsed once per read: agents repeat the same arguments a great deal (the same
 # command, the same file), and parsing them is most of the cost of reading a call. Bounded, so a
 # read's memory stays constant however many sessions it reads.
-ARGUMENT_CACHE_ENTRIES = 4096
+ARGUMENT_CACHE_ENTRIES = 2048
 ARGUMENT_CACHE_MAX_CHARS = 2048
 
 
