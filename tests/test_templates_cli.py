@@ -103,6 +103,15 @@ def test_templates_list_show_path(built: Path) -> None:
     assert "does not exist" in missing.output
 
 
+def test_building_over_a_corrupt_file_says_so_and_keeps_a_copy(built: Path) -> None:
+    (templates_dir() / "sample.json").write_text("{half")
+    result = run("build", "sample", str(built))
+    assert result.exit_code == 0, result.output
+    assert "not valid JSON" in result.stderr and "A copy was kept at" in result.stderr
+    kept = list((templates_dir() / "sample.versions").glob("corrupt-*.json"))
+    assert [p.read_text() for p in kept] == ["{half"]
+
+
 def test_templates_list_reports_corrupt_files(built: Path) -> None:
     (templates_dir() / "broken.json").write_text("{not json")
     result = run("templates", "list", "--json")

@@ -197,6 +197,7 @@ def register(app: typer.Typer) -> None:
                 on_session=advance,
                 **filters,
             )
+        _warn_problems(opened)  # e.g. the file it replaced was corrupt (a copy is kept)
         if json_output:
             print_json(result.as_dict())
             return
@@ -364,6 +365,7 @@ def register(app: typer.Typer) -> None:
                 imported.append({"file": str(path), "name": saved.name, "version": saved.version})
             except KindlingError as exc:
                 failed.append({"file": str(path), "error": str(exc)})
+        _warn_problems(opened)  # a corrupt template file an import replaced (a copy is kept)
         if json_output:
             print_json({"imported": imported, "failed": failed})
         else:

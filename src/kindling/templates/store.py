@@ -177,7 +177,11 @@ class JsonDirStore(TemplateStore):
             write_atomic(original, raw)
 
     def save(self, template: Template) -> Template:
-        """Write ``template`` atomically under its lock; an existing name gets the next version."""
+        """Write ``template`` atomically under its lock; an existing name gets the next version.
+
+        A corrupt current file is copied into the versions directory, noted in ``problems``, and
+        replaced.
+        """
         path = self.path_for(template.name)
         with file_lock(path):
             now = utc_now()
@@ -191,6 +195,8 @@ class JsonDirStore(TemplateStore):
                     keep = self._versions_dir(template.name) / f"corrupt-{now.replace(':', '')}.json"
                     write_atomic(keep, path.read_bytes())
                     log.warning("%s; kept a copy at %s", exc, keep)
+                    # Library logs may go nowhere; the caller reads problems and tells the user.
+                    self.problems.append(StoreProblem(str(path), f"{exc} A copy was kept at {keep}."))
             if previous is not None:
                 write_atomic(self._versions_dir(template.name) / f"{previous.version}.json", _dumps(previous))
                 stored = template.model_copy(
