@@ -57,3 +57,39 @@ def test_driver_errors_are_translated(tmp_path: Path) -> None:
         engine.connect() as conn,
     ):
         conn.execute(sa.text("SELECT * FROM missing"))
+
+
+_OPEN_AND_MIGRATE = """
+import sys
+from kindling.db import apply_migrations, create_engine
+import sqlalchemy as sa
+
+def m001_things(conn):
+    conn.execute(sa.text("CREATE TABLE things (id INTEGER PRIMARY KEY)"))
+
+engine = create_engine(sys.argv[1])
+print(apply_migrations(engine, "things", [m001_things]))
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_processes_opening_a_fresh_database_together_take_turns(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import subprocess
+    import sys
+
+    target = str(tmp_path / "fresh.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AND_MIGRATE, target],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 6, [err for _, err in results]
+    outputs = sorted(out.strip() for out, _ in results)
+    assert outputs == ["['m001_things']"] + ["[]"] * 5

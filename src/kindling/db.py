@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from kindling.errors import StoreError
+from kindling.fileio import file_lock
 
 Migration = Callable[[Connection], None]
 
@@ -112,17 +113,24 @@ def apply_migrations(engine: Engine, component: str, migrations: Sequence[Migrat
     """Apply, in order, the migrations of ``component`` not yet recorded; return the names applied.
 
     Each migration runs in its own transaction together with its record, so a crash leaves the
-    database at a known step. On PostgreSQL an advisory lock keeps two processes from migrating
-    the same component at once.
+    database at a known step. Processes opening a fresh database at the same moment take turns:
+    a PostgreSQL advisory lock, or a file lock beside a SQLite file.
     """
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    guard = file_lock(database) if database and database != ":memory:" else contextlib.nullcontext()
+    with guard:
+        return _apply_migrations(engine, component, migrations)
+
+
+def _apply_migrations(engine: Engine, component: str, migrations: Sequence[Migration]) -> list[str]:
     applied: list[str] = []
     with engine.begin() as conn:
+        _lock_migrations(conn, "kindling_migrations")
         _migrations_table.create(conn, checkfirst=True)
     for migration in migrations:
         name = migration.__name__
         with engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": component})
+            _lock_migrations(conn, component)
             done = conn.execute(
                 sa.select(_migrations_table.c.name).where(
                     _migrations_table.c.component == component, _migrations_table.c.name == name
@@ -138,3 +146,9 @@ def apply_migrations(engine: Engine, component: str, migrations: Sequence[Migrat
             )
             applied.append(name)
     return applied
+
+
+def _lock_migrations(conn: Connection, key: str) -> None:
+    # Held until the transaction ends; SQLite is serialised by the file lock in apply_migrations.
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
