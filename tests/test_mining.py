@@ -431,3 +431,32 @@ def test_pairing_survives_any_answer_order(
         # Each kept result is the one its own call produced, whatever order the answers came in.
         assert example.result == f"done {example.tool_name} {example.arguments['n']}"
     assert sum(e.count for e in mined.examples) == expected_paired - expected_failed
+
+
+def test_one_shared_arguments_object_keys_by_tool_and_by_content() -> None:
+    # Readers share one parsed arguments object between calls with the same text; mine's key
+    # cache must still tell tools apart, and count every call of each.
+    shared = {"path": "a.py"}
+    messages: list[Message] = [Message(role="user", content="read it")]
+    for index, tool in enumerate(["read_file", "search_files", "read_file", "read_file"]):
+        messages.append(Message(role="assistant", tool_calls=(call(f"c{index}", tool, shared),)))
+        messages.append(result(f"c{index}", f"out {index}"))
+    examples = mine([session("s1", messages)]).examples
+    assert [(e.tool_name, e.arguments, e.count, e.result) for e in examples] == [
+        ("read_file", {"path": "a.py"}, 3, "out 3"),
+        ("search_files", {"path": "a.py"}, 1, "out 1"),
+    ]
+
+
+def test_more_distinct_arguments_than_the_key_cache_holds() -> None:
+    from kindling.mining.patterns import _KEY_CACHE_ENTRIES
+
+    distinct = _KEY_CACHE_ENTRIES + 50
+    messages: list[Message] = [Message(role="user", content="run them")]
+    for index in range(distinct * 2):
+        args = {"command": f"echo {index % distinct}"}
+        messages.append(Message(role="assistant", tool_calls=(call(f"c{index}", "terminal", args),)))
+        messages.append(result(f"c{index}", "ok"))
+    mined = mine([session("s1", messages)], max_examples=distinct * 2)
+    assert mined.distinct == distinct
+    assert all(e.count == 2 for e in mined.examples)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import orjson
 import pytest
 
-from kindling.sessions import Message, ReadReport, Session, ToolCall
+from kindling.sessions import Message, ReadReport, Session, ToolCall, generate_sample_db, iter_sessions
 from kindling.sessions.model import build_message, build_tool_call
 
 
@@ -72,3 +74,40 @@ def test_report_counts_and_merges() -> None:
         "tool_results": 1,
         "skipped": {"invalid_utf8": 1, "unknown_role": 3},
     }
+
+
+def test_reader_objects_are_real_frozen_and_picklable(tmp_path: Path) -> None:
+    import pickle
+
+    path = generate_sample_db(tmp_path / "state.db", sessions=5, seed=1)
+    sessions = list(iter_sessions(path))
+    messages = [m for s in sessions for m in s.messages]
+    calls = [c for m in messages for c in m.tool_calls]
+    assert calls and all(type(m) is Message for m in messages) and all(type(c) is ToolCall for c in calls)
+    assert pickle.loads(pickle.dumps(sessions)) == sessions
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        calls[0].name = "changed"  # type: ignore[misc]
+
+
+def test_argument_cache_is_bounded_and_shares_equal_texts() -> None:
+    from kindling.sessions.convert import ARGUMENT_CACHE_ENTRIES, parse_tool_calls
+
+    cache: dict[str, dict[str, object]] = {}
+    report = ReadReport()
+    seen = []
+    for index in range(ARGUMENT_CACHE_ENTRIES + 10):
+        text = orjson.dumps({"n": index}).decode()
+        raw = orjson.dumps([{"id": f"c{index}", "function": {"name": "t", "arguments": text}}])
+        (parsed,) = parse_tool_calls(raw, report, id_prefix="s", cache=cache)
+        seen.append(parsed.arguments)
+        assert len(cache) <= ARGUMENT_CACHE_ENTRIES
+    assert seen == [{"n": index} for index in range(ARGUMENT_CACHE_ENTRIES + 10)]
+    again = parse_tool_calls(
+        '[{"id": "x", "function": {"name": "t", "arguments": "{\\"n\\": 1}"}},'
+        ' {"id": "y", "function": {"name": "u", "arguments": "{\\"n\\": 1}"}}]',
+        report,
+        id_prefix="s",
+        cache=cache,
+    )
+    assert again[0].arguments is again[1].arguments and again[0].arguments == {"n": 1}
+    assert report.skipped == {}
