@@ -16,11 +16,6 @@ from kindling.errors import ConfigError, KindlingError, SourceError
 from kindling.fileio import file_lock, write_atomic
 
 
-def test_all_names_exist() -> None:
-    for name in kindling.__all__:
-        assert hasattr(kindling, name), name
-
-
 def test_homes_follow_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KINDLING_HOME", str(tmp_path / "k"))
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "h"))
