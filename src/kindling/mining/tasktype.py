@@ -9,6 +9,7 @@ Families and keywords are data (``kindling.mining.config``), extensible from ``m
 from __future__ import annotations
 
 import fnmatch
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +20,10 @@ from kindling.mining.config import load_mining_config
 from kindling.sessions.model import Session
 
 DOMINANCE = 0.6
+# A task text's family needs more than this share of the keyword hits (the same 60% as for calls):
+# texts that name two kinds of work about equally ("clone it, run the tests and write a report")
+# are mixed.
+TEXT_DOMINANCE = DOMINANCE
 
 
 class TaskType(str, Enum):
@@ -44,8 +49,10 @@ class TaskClassifier:
         keywords: Mapping[str, Sequence[str]] | None = None,
         *,
         threshold: float = DOMINANCE,
+        text_threshold: float = TEXT_DOMINANCE,
     ) -> None:
         self.threshold = threshold
+        self.text_threshold = text_threshold
         self._exact: dict[str, str] = {}
         self._globs: list[tuple[str, str]] = []
         for family, names in families.items():
@@ -81,34 +88,43 @@ class TaskClassifier:
         Calls to tools in no family (memory, clarify, ...) say nothing about the task and are not
         counted. No classified call at all, or no dominant family, is ``mixed``.
         """
-        cache = self._family_cache
-        counts: dict[str, int] = {}
-        for name in tool_names:
-            family = cache[name] if name in cache else self.family_of(name)
-            if family is not None:
-                counts[family] = counts.get(family, 0) + 1
+        names = tool_names if isinstance(tool_names, (list, tuple)) else list(tool_names)
+        try:
+            # Every name seen before: map and count run in C, no Python-level loop per call.
+            counts = Counter(map(self._family_cache.__getitem__, names))
+        except KeyError:
+            counts = Counter(map(self.family_of, names))
+        counts.pop(None, None)
         total = sum(counts.values())
         if total == 0:
             return TaskType.MIXED
-        family = max(counts, key=counts.__getitem__)
-        return TaskType(family) if counts[family] > self.threshold * total else TaskType.MIXED
+        family, top = max(counts.items(), key=_second)
+        if top <= self.threshold * total:
+            return TaskType.MIXED
+        # A dict lookup instead of TaskType(family): an Enum call costs more than the counting.
+        found = _TYPES.get(family)  # type: ignore[arg-type]
+        return found if found is not None else TaskType(family)
 
     def score_text(self, text: str) -> dict[TaskType, int]:
         """Return how many keyword hits each family has in ``text``."""
         return {task_type: len(pattern.findall(text)) for task_type, pattern in self._keywords}
 
     def classify_text(self, text: str) -> TaskType:
-        """Return the family whose keywords hit most often, when it holds over half of the hits.
+        """Return the family whose keywords hit most often, when it holds more than
+        ``text_threshold`` (60%) of the hits.
 
-        No hit, or no family with more than half of them, is ``mixed``.
+        No hit, or no family with that share, is ``mixed``.
         """
         scores = self.score_text(text)
         total = sum(scores.values())
         if total == 0:
             return TaskType.MIXED
         best = max(scores, key=lambda t: scores[t])
-        return best if scores[best] * 2 > total else TaskType.MIXED
+        return best if scores[best] > self.text_threshold * total else TaskType.MIXED
 
+
+_TYPES: dict[str, TaskType] = {t.value: t for t in TaskType}
+_second = operator.itemgetter(1)
 
 _default: tuple[object, TaskClassifier] | None = None
 

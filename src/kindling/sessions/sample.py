@@ -2,7 +2,9 @@
 
 The generated database has Hermes' late schema and looks like months of real use: sessions from the
 CLI, Telegram and Discord; short (< 20 messages), mid-length (20-99) and marathon (100+) sessions;
-code, file, research, terminal and mixed tasks opened by plausible first user messages; calls of
+tasks of every type by the tool-call rule (data analysis done with execute_code, software fixes and
+file chores done with file tools, research, system administration, and mixed work), each opened by
+a plausible first user message; calls of
 Hermes' own tools (terminal, read_file, write_file, patch, search_files, execute_code, web_search,
 web_extract, browser_navigate, memory, clarify) with realistic arguments and results; a realistic
 share of failures (error JSON, tracebacks, ``command not found``, non-zero exit codes) that is
@@ -32,6 +34,8 @@ import orjson
 from kindling.config import kindling_home
 from kindling.errors import StoreError
 from kindling.sessions.sample_data import (
+    CODE_FAIL,
+    CODE_OK,
     COMMANDS_FAIL,
     COMMANDS_OK,
     FAILURE_RATE,
@@ -42,16 +46,20 @@ from kindling.sessions.sample_data import (
     FOLLOW_UPS,
     LENGTH_FACTOR,
     QUERIES,
+    SCENARIOS,
     SITES,
     SUMMARIES,
+    THOUGHTS,
     TOOL_MIX,
 )
 
-SAMPLE_VERSION = "2"
+SAMPLE_VERSION = "3"
 BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so every run yields the same rows
 
 TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
-_TASK_WEIGHTS = (30, 18, 18, 18, 16)
+_SCENARIO_NAMES = tuple(name for name, _type, _weight in SCENARIOS)
+_SCENARIO_WEIGHTS = tuple(weight for _name, _type, weight in SCENARIOS)
+_SCENARIO_TYPES = {name: task_type for name, task_type, _weight in SCENARIOS}
 _SOURCES = (("cli", 58), ("telegram", 22), ("discord", 14), ("cron", 6))
 _MODELS = (
     ("anthropic/claude-sonnet-4.5", 35),
@@ -97,7 +105,9 @@ CREATE TABLE messages (
     compacted INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE kindling_sample (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE kindling_sample_tasks (session_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, length TEXT NOT NULL);
+CREATE TABLE kindling_sample_tasks (
+    session_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, length TEXT NOT NULL, scenario TEXT NOT NULL
+);
 """
 _INDEXES = """
 CREATE INDEX idx_sessions_source ON sessions(source);
@@ -116,7 +126,7 @@ class _Plan:
     index: int
     source: str
     model: str
-    task_type: str
+    scenario: str
     length: str
     target: int
     started_at: float
@@ -125,6 +135,11 @@ class _Plan:
     compact: bool = False
     multimodal: bool = False
     rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+    @property
+    def task_type(self) -> str:
+        """The task type this session's scenario is meant to have by its calls."""
+        return _SCENARIO_TYPES[self.scenario]
 
 
 def default_sample_path() -> Path:
@@ -238,7 +253,8 @@ def _build(path: Path, *, sessions: int, seed: int) -> None:
                 writer.session_row(),
             )
             conn.execute(
-                "INSERT INTO kindling_sample_tasks VALUES (?, ?, ?)", (plan.id, plan.task_type, plan.length)
+                "INSERT INTO kindling_sample_tasks VALUES (?, ?, ?, ?)",
+                (plan.id, plan.task_type, plan.length, plan.scenario),
             )
             for row in plan.rows:
                 batch.append((next_id, *row))
@@ -286,7 +302,7 @@ def _plan_sessions(rng: random.Random, count: int) -> list[_Plan]:
             index=index,
             source=_weighted(rng, _SOURCES),
             model=_weighted(rng, _MODELS),
-            task_type=rng.choices(TASK_TYPES, weights=_TASK_WEIGHTS)[0],
+            scenario=rng.choices(_SCENARIO_NAMES, weights=_SCENARIO_WEIGHTS)[0],
             length=length,
             target=target,
             started_at=round(clock, 3),
@@ -303,7 +319,7 @@ def _plan_sessions(rng: random.Random, count: int) -> list[_Plan]:
             parent = plans[-1]
             parent.end_reason = "compression"
             plan.parent_id = parent.id
-            plan.task_type = parent.task_type
+            plan.scenario = parent.scenario
             plan.source = parent.source
             plan.model = parent.model
         plans.append(plan)
@@ -326,7 +342,12 @@ class _SessionWriter:
         self.tokens_in = 0
         self.tokens_out = 0
         self.first_text = ""
+        # execute_code snippet -> what it printed (one entry per pending call, oldest first), from
+        # _arguments until _result writes it; parallel calls may run the same snippet.
+        self._code_outputs: dict[str, list[str]] = {}
         self.factor = LENGTH_FACTOR[plan.length]
+        # One value per placeholder for the whole session, so the calls work on what the task names.
+        self.context = {key: rng.choice(values) for key, values in FILL.items()}
 
     # rows are (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,
     #           token_count, finish_reason, reasoning, active, compacted)
@@ -365,12 +386,24 @@ class _SessionWriter:
         )
 
     def fill(self, template: str) -> str:
+        return template.format_map(self.context)
+
+    def fill_code(self, template: str) -> str:
+        # Digits drawn per call so two runs of the same snippet print different figures.
         rng = self.rng
-        return template.format_map({key: rng.choice(values) for key, values in FILL.items()})
+        return template.format_map(
+            {
+                **self.context,
+                "n": rng.randint(1_000, 90_000),
+                "x": rng.randint(1, 9),
+                "y": rng.randint(1, 9),
+                "z": rng.randint(1, 9),
+            }
+        )
 
     def write(self) -> None:
         plan, rng = self.plan, self.rng
-        task = self.fill(rng.choice(FIRST_MESSAGES[plan.task_type]))
+        task = self.fill(rng.choice(FIRST_MESSAGES[plan.scenario]))
         if plan.parent_id is not None:
             task = "[Continuing after context compression] " + task
         self.first_text = task
@@ -407,20 +440,12 @@ class _SessionWriter:
             calls = []
             for _ in range(parallel):
                 self.call_seq += 1
-                tool = _weighted(rng, TOOL_MIX[plan.task_type])
+                tool = _weighted(rng, TOOL_MIX[plan.scenario])
                 fail = self._fails(tool)
                 calls.append(
                     (f"call_{plan.index:05d}_{self.call_seq:04d}", tool, self._arguments(tool, fail), fail)
                 )
-            thought = rng.choice(
-                (
-                    "",
-                    "",
-                    "Let me check that first.",
-                    "I'll look at the relevant files.",
-                    "Running the tests to see the current state.",
-                )
-            )
+            thought = rng.choice(THOUGHTS.get(plan.scenario, THOUGHTS["default"]))
             payload = [
                 {
                     "id": cid,
@@ -441,7 +466,7 @@ class _SessionWriter:
             self.tool_calls += len(calls)
             for cid, tool, args, fail in calls:
                 self._row("tool", self._result(tool, args, fail), call_id=cid, tool=tool)
-        summary = rng.choice(SUMMARIES[plan.task_type])
+        summary = rng.choice(SUMMARIES[plan.scenario])
         self._row("assistant", rng.choice(FINAL_REPLIES).format(summary=summary), finish="stop")
 
     def _compact(self) -> None:
@@ -487,9 +512,11 @@ class _SessionWriter:
                 "target": "content",
             }
         if tool == "execute_code":
-            return {
-                "code": "import json, pathlib\ndata = json.loads(pathlib.Path('data.json').read_text())\nprint(len(data))"
-            }
+            # The snippet and what it printed are chosen together; the result reads them back.
+            code, output = rng.choice(CODE_FAIL if fail else CODE_OK)
+            snippet = self.fill_code(code)
+            self._code_outputs.setdefault(snippet, []).append(self.fill_code(output))
+            return {"code": snippet}
         if tool == "web_search":
             return {"query": self.fill(rng.choice(QUERIES))}
         if tool == "web_extract":
@@ -583,21 +610,21 @@ class _SessionWriter:
             ]
             return _json({"total_count": len(hits), "matches": hits})
         if tool == "execute_code":
+            pending = self._code_outputs.get(args["code"])
+            output = pending.pop(0) if pending else ""
             if fail:
                 return _json(
                     {
                         "status": "error",
                         "output": "",
-                        "error": "Traceback (most recent call last):\n"
-                        '  File "<stdin>", line 2, in <module>\nFileNotFoundError: [Errno 2] No such file '
-                        "or directory: 'data.json'",
-                        "duration_seconds": 0.08,
+                        "error": output,
+                        "duration_seconds": round(rng.uniform(0.02, 0.9), 2),
                     }
                 )
             return _json(
                 {
                     "status": "success",
-                    "output": f"{rng.randint(3, 900)}\n",
+                    "output": output + "\n",
                     "tool_calls_made": 0,
                     "duration_seconds": round(rng.uniform(0.05, 3.0), 2),
                 }

@@ -39,10 +39,49 @@ FILL: dict[str, tuple[str, ...]] = {
     "lib": ("pydantic", "SQLAlchemy", "numpy", "react-router"),
     "url": ("https://example.com/pricing", "https://status.example.org", "https://docs.example.dev/limits"),
     "task": ("pin dependencies in a Python project", "rotate logs with systemd", "deploy a static site"),
+    "data": (
+        "data/events.csv",
+        "exports/orders_2025.csv",
+        "data/signups.csv",
+        "metrics/daily_active.csv",
+        "sales_q3.csv",
+    ),
+    "logs": ("logs/*.json", "logs/api-2026-01-*.jsonl", "/var/log/myapp/access.log"),
+    "col": ("amount", "duration_ms", "age", "revenue", "session_length"),
+    "by": ("country", "plan", "signup_month", "device", "channel"),
 }
 
+# The scenarios the generator plays, the task type each is meant to be by the calls it makes (the
+# issue's rule: a tool family with more than 60% of the calls, else mixed), and how common each is.
+# Software fixes are done with read_file/patch/search_files plus some terminal, so they come out
+# ``file`` (or ``mixed`` when the terminal share grows); ``code`` is computation with execute_code.
+SCENARIOS: tuple[tuple[str, str, int], ...] = (
+    ("analysis", "code", 17),
+    ("software", "file", 20),
+    ("file", "file", 13),
+    ("research", "research", 17),
+    ("terminal", "terminal", 17),
+    ("mixed", "mixed", 16),
+)
+
 FIRST_MESSAGES: dict[str, tuple[str, ...]] = {
-    "code": (
+    "analysis": (
+        "Compute the monthly churn from {data}.",
+        "Plot latency percentiles (p50/p95/p99) from {logs} and save the chart as latency.png.",
+        "Fit a linear model of {col} against {by} in {data} and tell me the coefficients.",
+        "What's the average {col} per {by} in {data}?",
+        "Calculate the correlation between {col} and the other numeric columns of {data}.",
+        "Simulate 10,000 rolls of two dice and show the distribution of the sum.",
+        "How many rows of {data} have a missing {col}? Drop them and give me summary statistics.",
+        "Estimate pi with a Monte Carlo simulation in numpy, 1e6 samples.",
+        "Count the requests per hour in {logs} and show the busiest hours.",
+        "Solve this system of equations: 3x + 2y = 12, x - y = 1.",
+        "Give me the top 10 {by} values by total {col} in {data}.",
+        "Is {col} in {data} normally distributed? Draw a histogram and run a Shapiro test.",
+        "Load {data} with pandas and run a quick exploratory analysis.",
+        "Forecast next month's {col} from the weekly totals in {data}.",
+    ),
+    "software": (
         "Fix the failing test in {module}: {test} raises {exc}.",
         "Add a --{flag} option to our CLI in {module} and cover it with tests.",
         "Refactor {module} so the validation logic is not duplicated.",
@@ -92,6 +131,25 @@ FOLLOW_UPS = (
     "Please double-check the edge case with an empty input.",
 )
 
+# What the assistant says next to its calls (often nothing), per scenario.
+THOUGHTS: dict[str, tuple[str, ...]] = {
+    "default": (
+        "",
+        "",
+        "Let me check that first.",
+        "I'll look at the relevant files.",
+        "Running the tests to see the current state.",
+    ),
+    "analysis": (
+        "",
+        "",
+        "Let me load the data first.",
+        "I'll compute that in Python.",
+        "Checking the numbers before I answer.",
+    ),
+    "research": ("", "", "Let me search for that.", "I'll read the primary sources.", "Checking the docs."),
+}
+
 FINAL_REPLIES = (
     "Done. {summary}",
     "All set: {summary}",
@@ -100,7 +158,14 @@ FINAL_REPLIES = (
 )
 
 SUMMARIES: dict[str, tuple[str, ...]] = {
-    "code": ("the fix is in place and the test suite passes.", "I patched the function and added two tests."),
+    "analysis": (
+        "the numbers are in the table above; the script is in analysis.py.",
+        "the chart is saved and the key figures are listed above.",
+    ),
+    "software": (
+        "the fix is in place and the test suite passes.",
+        "I patched the function and added two tests.",
+    ),
     "file": ("the files are renamed and nothing was overwritten.", "the list is written to TODO.md."),
     "research": (
         "I summarised the three most relevant sources above.",
@@ -117,13 +182,21 @@ SUMMARIES: dict[str, tuple[str, ...]] = {
 
 # Which tools each task type reaches for, with weights.
 TOOL_MIX: dict[str, tuple[tuple[str, int], ...]] = {
-    "code": (
-        ("read_file", 25),
-        ("patch", 20),
-        ("terminal", 20),
-        ("search_files", 14),
+    "analysis": (
+        ("execute_code", 80),
+        ("read_file", 7),
+        ("terminal", 6),
+        ("write_file", 4),
+        ("memory", 2),
+        ("clarify", 1),
+    ),
+    "software": (
+        ("read_file", 30),
+        ("patch", 24),
+        ("terminal", 17),
+        ("search_files", 15),
         ("write_file", 8),
-        ("execute_code", 10),
+        ("execute_code", 3),
         ("memory", 2),
         ("clarify", 1),
     ),
@@ -239,4 +312,102 @@ SITES = (
     "https://github.com/pallets/click/releases",
     "https://news.ycombinator.com/item?id=41234567",
     "https://developer.mozilla.org/en-US/docs/Web/API",
+)
+
+# execute_code: (code, output) pairs. ``{data}``, ``{logs}``, ``{col}`` and ``{by}`` are the
+# session's own values (the ones its first message names); ``{n}``/``{x}``/``{y}``/``{z}`` are
+# random numbers drawn per call.
+CODE_OK = (
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}')\nprint(df.shape)\nprint(df.dtypes)",
+        "({n}, 7)\nid              int64\nuser_id         int64\n{col}          float64\n{by}            object\n"
+        "created_at      object\nstatus          object\nsource          object\ndtype: object",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}', parse_dates=['created_at'])\n"
+        "monthly = df.set_index('created_at').resample('MS')['user_id'].nunique()\n"
+        "churn = 1 - monthly.shift(-1) / monthly\nprint(churn.round(3).tail(6))",
+        "created_at\n2025-07-01    0.0{x}\n2025-08-01    0.0{y}\n2025-09-01    0.0{z}\n2025-10-01    0.0{x}\n"
+        "2025-11-01    0.0{y}\n2025-12-01      NaN\nName: user_id, dtype: float64",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}')\nprint(df.groupby('{by}')['{col}'].agg(['mean', 'median', 'count']).round(2))",
+        "               mean  median  count\n{by}\nA            {x}.41   {y}.00    {n}\nB            {y}.07   {z}.50    {x}\n"
+        "C            {z}.93   {x}.25    {y}",
+    ),
+    (
+        "import glob, json\nimport numpy as np\nvals = [json.loads(l)['{col}'] for f in glob.glob('{logs}') for l in open(f)]\n"
+        "print(len(vals), np.percentile(vals, [50, 95, 99]).round(1))",
+        "{n} [ {x}.4  {y}{z}.0  {z}{y}{x}.7]",
+    ),
+    (
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+        "df = pd.read_csv('{data}')\ndf['{col}'].hist(bins=40)\nplt.savefig('{col}_hist.png', dpi=120)\nprint('saved')",
+        "saved",
+    ),
+    (
+        "import numpy as np\nrng = np.random.default_rng(0)\nrolls = rng.integers(1, 7, size=(10_000, 2)).sum(axis=1)\n"
+        "print(np.bincount(rolls)[2:])",
+        "[ 2{x}{y}  5{z}{x}  8{y}{z} 11{x}{x} 13{y}{z} 16{z}{x} 13{x}{y} 11{z}{z}  8{y}{x}  5{x}{z}  2{z}{y}]",
+    ),
+    (
+        "import numpy as np\nfrom numpy.linalg import lstsq\nimport pandas as pd\ndf = pd.read_csv('{data}')\n"
+        "X = np.c_[np.ones(len(df)), pd.get_dummies(df['{by}'], drop_first=True, dtype=float)]\n"
+        "coef, *_ = lstsq(X, df['{col}'], rcond=None)\nprint(coef.round(3))",
+        "[{x}.{y}{z}{x}  -{y}.{z}{x}{y}   {z}.{x}{y}{z}]",
+    ),
+    (
+        "import numpy as np\nA = np.array([[3, 2], [1, -1]])\nb = np.array([12, 1])\nprint(np.linalg.solve(A, b))",
+        "[2.8 1.8]",
+    ),
+    (
+        "import numpy as np\npts = np.random.default_rng(1).random((1_000_000, 2))\n"
+        "print(4 * (np.hypot(pts[:, 0], pts[:, 1]) <= 1).mean())",
+        "3.14{x}{y}{z}",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}')\nprint(df['{col}'].isna().sum())\n"
+        "print(df.dropna(subset=['{col}'])['{col}'].describe().round(2))",
+        "{x}{y}\ncount    {n}.00\nmean       {y}{z}.{x}1\nstd        {z}.{y}8\nmin         0.00\n"
+        "50%        {y}{x}.00\nmax       {z}{x}{y}.00\nName: {col}, dtype: float64",
+    ),
+)
+# execute_code calls that fail, with what Python printed.
+CODE_FAIL = (
+    (
+        "print(df.groupby('{by}')['{col}'].sum().nlargest(10))",
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+        "NameError: name 'df' is not defined",
+    ),
+    (
+        "import polars as pl\ndf = pl.read_csv('{data}')\nprint(df.describe())",
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'polars'",
+    ),
+    (
+        "from scipy import stats\nimport pandas as pd\nprint(stats.shapiro(pd.read_csv('{data}')['{col}']))",
+        'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'scipy'",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}')\nprint(df['{col}_usd'].mean())",
+        'Traceback (most recent call last):\n  File "<stdin>", line 3, in <module>\n'
+        '  File "pandas/core/frame.py", line 4102, in __getitem__\n    indexer = self.columns.get_loc(key)\n'
+        "KeyError: '{col}_usd'",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('data/{col}.csv')\nprint(len(df))",
+        'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
+        "FileNotFoundError: [Errno 2] No such file or directory: 'data/{col}.csv'",
+    ),
+    (
+        "import pandas as pd\ndf = pd.read_csv('{data}')\nprint(df['{col}'].astype(float).mean())",
+        'Traceback (most recent call last):\n  File "<stdin>", line 3, in <module>\n'
+        "ValueError: could not convert string to float: 'n/a'",
+    ),
+    (
+        "totals = {{}}\nrate = sum(totals.values()) / len(totals)\nprint(rate)",
+        'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
+        "ZeroDivisionError: division by zero",
+    ),
 )
