@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 from kindling.errors import StoreError
+from kindling.mining import TaskType, classify_calls
 from kindling.sessions import (
     ReadReport,
     default_sample_path,
@@ -22,7 +24,7 @@ from kindling.sessions import (
     sample_task_types,
 )
 from kindling.sessions.sample import SAMPLE_VERSION, _plan_sessions, _SessionWriter
-from kindling.sessions.sample_data import FAILURE_RATE
+from kindling.sessions.sample_data import CODE_FAIL, CODE_OK, FAILURE_RATE
 
 HERMES_TOOLS = {
     "terminal",
@@ -105,6 +107,92 @@ def test_task_types_have_ground_truth_and_distinct_first_messages(sample: Path) 
         firsts[truth[session.id][0]].add(session.messages[0].content or "")
     assert all(len(texts) >= 10 for texts in firsts.values())
     assert firsts["code"].isdisjoint(firsts["research"])
+
+
+def test_every_task_type_occurs_by_the_tool_call_rule(sample: Path) -> None:
+    # The issue's definition (a tool family with more than 60% of the calls, else mixed), not the
+    # generator's own label, decides: each of the five types must really occur, none dominating.
+    truth = sample_task_types(sample)
+    by_calls: Counter[str] = Counter()
+    agree = 0
+    for session in iter_sessions(sample):
+        names = [c.name for m in session.messages for c in m.tool_calls]
+        kind = classify_calls(names).value
+        by_calls[kind] += 1
+        agree += kind == truth[session.id][0]
+    assert set(by_calls) == {t.value for t in TaskType}
+    for kind in ("code", "file", "research", "terminal", "mixed"):
+        assert 0.08 < by_calls[kind] / 600 < 0.45, by_calls
+    # The planned type is what the calls come out as for most sessions (short sessions with a few
+    # calls, and software fixes with a lot of terminal work, may come out mixed).
+    assert agree / 600 > 0.8
+
+
+def test_code_sessions_are_computation_and_fixes_stay_file_work(sample: Path) -> None:
+    conn = sqlite3.connect(sample)
+    try:
+        scenario = dict(conn.execute("SELECT session_id, scenario FROM kindling_sample_tasks").fetchall())
+    finally:
+        conn.close()
+    code_kinds: Counter[str] = Counter()
+    fix_kinds: Counter[str] = Counter()
+    errors: set[str] = set()
+    for session in iter_sessions(sample):
+        names = [c.name for m in session.messages for c in m.tool_calls]
+        kind = classify_calls(names)
+        first = (session.messages[0].content or "").lower()
+        if kind is TaskType.CODE:
+            code_kinds[scenario[session.id]] += 1
+            for message in session.messages:
+                if message.role == "tool" and message.name == "execute_code":
+                    data = orjson.loads(message.content or "{}")
+                    if data["status"] == "error":
+                        errors.add(data["error"].splitlines()[-1].split(":")[0])
+                    else:
+                        assert data["output"].strip(), message.content
+        if scenario[session.id] == "software":
+            fix_kinds[kind.value] += 1
+            # A software fix says what it is in its first message.
+            assert any(w in first for w in ("fix", "refactor", "implement", "add", "write", "debug")), first
+    # Sessions dominated by execute_code are the data-analysis scenario (a few mixed ones may be).
+    assert code_kinds["analysis"] >= 0.9 * sum(code_kinds.values()) > 0
+    assert {"NameError", "ModuleNotFoundError", "KeyError", "FileNotFoundError"} <= errors
+    # Software fixes are file work by the rule (sometimes mixed), never "code".
+    assert set(fix_kinds) <= {"file", "mixed", "terminal"} and fix_kinds["file"] > fix_kinds["mixed"]
+
+
+def _template_regex(template: str, context: dict[str, str]) -> re.Pattern[str]:
+    """A template of CODE_OK/CODE_FAIL as a regex: the session's values literal, digits as \\d+."""
+    text = template.replace("{{", "{").replace("}}", "}")
+    pattern = re.escape(text)
+    for key, value in context.items():
+        pattern = pattern.replace(re.escape("{" + key + "}"), re.escape(value))
+    for key in ("n", "x", "y", "z"):
+        pattern = pattern.replace(re.escape("{" + key + "}"), r"\d+")
+    return re.compile(pattern + r"\n?")
+
+
+def test_execute_code_results_follow_their_snippet() -> None:
+    # The output printed is the one chosen with the snippet, also when parallel calls run the
+    # same snippet (their results are written after all their arguments).
+    rng = random.Random(5)
+    writer = _SessionWriter(rng, _plan_sessions(rng, 1)[0])
+    for fail, pool in ((False, CODE_OK), (True, CODE_FAIL)):
+        patterns = [
+            (_template_regex(code, writer.context), _template_regex(out, writer.context))
+            for code, out in pool
+        ]
+        calls = [writer._arguments("execute_code", fail) for _ in range(60)]
+        assert len({args["code"] for args in calls}) < len(calls)  # some snippets repeat
+        seen = set()
+        for args in calls:
+            result = orjson.loads(writer._result("execute_code", args, fail))
+            printed = result["error"] if fail else result["output"]
+            index = next(i for i, (code, _) in enumerate(patterns) if code.fullmatch(args["code"]))
+            assert patterns[index][1].fullmatch(printed), (args["code"], printed)
+            seen.add(index)
+        assert len(seen) >= len(pool) - 1
+    assert all(not pending for pending in writer._code_outputs.values())
 
 
 def test_failures_are_realistic_and_rarer_in_marathon_sessions(sample: Path) -> None:
