@@ -1,6 +1,8 @@
 """kindling.mining: pair tool calls with results, judge outcomes, keep what worked, report failure rates.
 
-Pure over an iterable of sessions: no I/O of its own beyond the optional ``$KINDLING_HOME/mining.json``.
+``mine`` is pure over an iterable of sessions: no I/O of its own beyond the optional
+``$KINDLING_HOME/mining.json``. ``mine_source`` reads a source itself and mines a Hermes database
+in several worker processes, with the same result.
 """
 
 from kindling.mining.config import (
@@ -14,6 +16,7 @@ from kindling.mining.config import (
 )
 from kindling.mining.model import Example, Outcome, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier, classify_outcome
+from kindling.mining.parallel import default_workers, mine_source, mine_sources
 from kindling.mining.patterns import MiningResult, canonical_arguments, mine, truncate
 from kindling.mining.stats import MiningStats, cohort_of, compute_stats, wilson_interval
 from kindling.mining.tasktype import (
@@ -46,9 +49,12 @@ __all__ = [
     "classify_task_text",
     "cohort_of",
     "compute_stats",
+    "default_workers",
     "load_mining_config",
     "measure_text_accuracy",
     "mine",
+    "mine_source",
+    "mine_sources",
     "mining_config_path",
     "truncate",
     "wilson_interval",

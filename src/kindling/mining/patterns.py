@@ -129,6 +129,31 @@ def mine(
     reader's report: its skipped counts join the stats'. Raises ConfigError on a bad ``mining.json``
     and ValueError on a negative limit.
     """
+    check_limits(min_messages, max_sessions, max_examples, result_chars, context_chars)
+    partial = mine_partial(
+        sessions,
+        min_messages=min_messages,
+        max_sessions=max_sessions,
+        source_filter=source_filter,
+        skip_end_reasons=skip_end_reasons,
+        skip_zero_reward=skip_zero_reward,
+        skip_tools=skip_tools,
+        keep_examples=max_examples > 0,
+        result_chars=result_chars,
+        context_chars=context_chars,
+        config=config,
+    )
+    return finish(partial, max_examples=max_examples, report=report)
+
+
+def check_limits(
+    min_messages: int,
+    max_sessions: int | None,
+    max_examples: int,
+    result_chars: int,
+    context_chars: int,
+) -> None:
+    """Raise ValueError when a mining limit is out of range (what ``mine`` checks first)."""
     for name, value in (("min_messages", min_messages), ("max_examples", max_examples)):
         if value < 0:
             raise ValueError(f"{name} must be 0 or more, not {value}")
@@ -136,6 +161,41 @@ def mine(
         raise ValueError(f"max_sessions must be 0 or more, not {max_sessions}")
     if result_chars < 1 or context_chars < 1:
         raise ValueError("result_chars and context_chars must be at least 1")
+
+
+@dataclass
+class PartialMining:
+    """What one pass of ``mine`` saw before ranking: the unit parallel mining merges.
+
+    ``kept`` maps (tool, canonical arguments) to the group's slot (see ``mine_partial``) in order
+    of first occurrence; ``stats`` has its per-(cohort, tool) tally but no totals yet.
+    """
+
+    stats: MiningStats
+    filtered: Counter[str]
+    kept: dict[tuple[str, bytes], list[Any]]
+    mined: int
+
+
+def mine_partial(
+    sessions: Iterable[Session],
+    *,
+    min_messages: int = DEFAULT_MIN_MESSAGES,
+    max_sessions: int | None = None,
+    source_filter: str | Collection[str] | None = None,
+    skip_end_reasons: Collection[str] | None = None,
+    skip_zero_reward: bool = True,
+    skip_tools: Collection[str] | None = None,
+    keep_examples: bool = True,
+    result_chars: int = DEFAULT_RESULT_CHARS,
+    context_chars: int = DEFAULT_CONTEXT_CHARS,
+    config: MiningConfig | None = None,
+) -> PartialMining:
+    """Return one pass over ``sessions`` before ranking and capping (``mine`` minus ``finish``).
+
+    Parallel mining runs this on each shard and merges the parts with ``merge_partials``. Limits
+    are not checked here (``check_limits``). Raises ConfigError on a bad ``mining.json``.
+    """
     config = config if config is not None else load_mining_config()
     classify = OutcomeClassifier(config.rules()).classify
     tasks = TaskClassifier(config.families(), config.keywords())
@@ -146,7 +206,7 @@ def mine(
         else config.end_reasons()
     )
     trivial = frozenset(skip_tools) if skip_tools is not None else config.trivial()
-    want_examples = max_examples > 0
+    want_examples = keep_examples
 
     stats = MiningStats()
     filtered: Counter[str] = Counter()
@@ -155,7 +215,11 @@ def mine(
     # Per cohort, tool -> [calls, results, failures, unknown]: one lookup by name per call.
     tallies: dict[str, dict[str, list[int]]] = {name: {} for name, _low, _high in COHORTS}
     # (tool, canonical arguments) -> [count, last_seen, sequence, result, context, session_id, source,
-    # position, raw_arguments]: plain lists, because this is touched for every successful call.
+    # position, raw_arguments, rep_recency, none_rep]: plain lists, because this is touched for every
+    # successful call. Items 2-8 describe the representative occurrence; rep_recency is its
+    # session's start time; none_rep is items 2-8 of the group's last occurrence from a session
+    # without a start time (None if none), which merge_partials needs to pick the representative a
+    # single pass would have kept.
     kept: dict[tuple[str, bytes], list[Any]] = {}
     # id(arguments object) -> (the object, tool name, its key in ``kept``); bounded.
     keys: dict[int, tuple[Any, str, tuple[str, bytes]]] = {}
@@ -244,7 +308,7 @@ def mine(
                     key = (name, bytes(memoryview(canonical_arguments(call))))
                 slot = kept.get(key)
                 if slot is None:
-                    slot = kept[key] = [1, recency, 0, "", "", "", "", 0, None]
+                    slot = kept[key] = [1, recency, 0, "", "", "", "", 0, None, None, None]
                 else:
                     slot[0] += 1
                     if recency is not None:
@@ -264,6 +328,9 @@ def mine(
                 slot[6] = session.source
                 slot[7] = call_position
                 slot[8] = call.raw_arguments if not args else None
+                slot[9] = recency
+                if recency is None:
+                    slot[10] = slot[2:9]
             elif role == "user":
                 if message.content:
                     request = message.content
@@ -297,7 +364,18 @@ def mine(
     for cohort_name, by_tool in tallies.items():
         for tool, counts in by_tool.items():
             tally[(cohort_name, tool)] = counts
-    for counts in tally.values():
+    return PartialMining(stats=stats, filtered=filtered, kept=kept, mined=mined)
+
+
+def finish(partial: PartialMining, *, max_examples: int, report: ReadReport | None = None) -> MiningResult:
+    """Return the ``MiningResult`` of a (merged) partial pass: totals, ranking, the cap.
+
+    ``report``'s skipped counts join the stats'. ``partial`` is consumed.
+    """
+    stats = partial.stats
+    filtered = partial.filtered
+    kept = partial.kept
+    for counts in stats.tally.values():
         stats.tool_calls += counts[0]
         stats.results_paired += counts[1]
         stats.results_failed += counts[2]
@@ -312,8 +390,83 @@ def mine(
         filtered["beyond_max_examples"] += len(ranked) - max_examples
     examples = [_example(key, slot) for key, slot in ranked[:max_examples]]
     return MiningResult(
-        examples=examples, stats=stats, filtered=filtered, sessions_mined=mined, distinct=len(kept)
+        examples=examples, stats=stats, filtered=filtered, sessions_mined=partial.mined, distinct=len(kept)
     )
+
+
+def merge_partials(parts: Iterable[PartialMining]) -> PartialMining:
+    """Return the parts of consecutive shards of one session stream merged as one pass would be.
+
+    ``parts`` must come in stream order (shard 0 first). Counts add; each group keeps the
+    representative (and last_seen) a single pass over the whole stream keeps, its sequence made
+    global; groups stay in order of first occurrence, so ranking ties break the same way. The
+    parts are consumed. Raises ValueError when ``parts`` is empty.
+    """
+    merged: PartialMining | None = None
+    offset = 0
+    for part in parts:
+        if merged is None:
+            merged = part
+            offset = part.stats.sessions
+            continue
+        _merge_stats(merged.stats, part.stats)
+        merged.filtered.update(part.filtered)
+        merged.mined += part.mined
+        kept = merged.kept
+        for key, slot in part.kept.items():
+            # Sequence numbers count sessions from the start of the whole stream.
+            slot[2] += offset
+            none_rep = slot[10]
+            if none_rep is not None:
+                none_rep[0] += offset
+            into = kept.get(key)
+            if into is None:
+                kept[key] = slot
+                continue
+            into[0] += slot[0]
+            before = into[1]  # the newest start time seen before this shard
+            rep_recency = slot[9]
+            # One pass replaces the representative with an occurrence whose session has no start
+            # time, or one at least as new as every earlier one. This shard's own representative
+            # passed that test within the shard; it passes overall unless an earlier shard saw a
+            # newer session, in which case only the shard's occurrences without a start time pass.
+            if rep_recency is None or before is None or rep_recency >= before:
+                into[2:10] = slot[2:10]
+            elif none_rep is not None:
+                into[2:9] = none_rep
+                into[9] = None
+            newest = slot[1]
+            if newest is not None and (before is None or newest > before):
+                into[1] = newest
+            if none_rep is not None:
+                into[10] = none_rep
+        offset += part.stats.sessions
+    if merged is None:
+        raise ValueError("merge_partials needs at least one part")
+    return merged
+
+
+def _merge_stats(into: MiningStats, other: MiningStats) -> None:
+    into.sessions += other.sessions
+    into.messages += other.messages
+    into.calls_unanswered += other.calls_unanswered
+    into.skipped.update(other.skipped)
+    into.task_types.update(other.task_types)
+    into.cohort_sessions.update(other.cohort_sessions)
+    into.cohort_messages.update(other.cohort_messages)
+    # The tally stays in the order one pass builds it: cohort by cohort, tools by first call.
+    by_cohort: dict[str, dict[str, list[int]]] = {name: {} for name, _low, _high in COHORTS}
+    for tally in (into.tally, other.tally):
+        for (cohort, tool), counts in tally.items():
+            found = by_cohort[cohort].get(tool)
+            if found is None:
+                by_cohort[cohort][tool] = list(counts)
+            else:
+                for i in range(4):
+                    found[i] += counts[i]
+    into.tally = {
+        (cohort, tool): counts for cohort, tools in by_cohort.items() for tool, counts in tools.items()
+    }
 
 
 def _filter_reason(
@@ -345,7 +498,7 @@ def _pair_without_id(calls: dict[str, _Pending | None], name: str | None) -> _Pe
 
 def _example(key: tuple[str, bytes], slot: list[Any]) -> Example:
     tool, canonical = key
-    count, last_seen, _seq, result, context, session_id, source, position, raw = slot
+    count, last_seen, _seq, result, context, session_id, source, position, raw = slot[:9]
     arguments: dict[str, Any] = {} if canonical.startswith(b"raw:") else orjson.loads(canonical)
     return Example(
         tool_name=tool,

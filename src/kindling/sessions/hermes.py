@@ -11,6 +11,11 @@ compaction keeps the replaced rows with ``active = 0`` and they must not be read
 Reading is one streaming query over ``messages`` ordered by ``(session_id, id)`` merged with one
 ordered query over ``sessions``: memory stays constant in the number of sessions, and a running
 Hermes is never blocked (SQLite is opened read-only; WAL readers never block the writer).
+
+A read can be limited to a ``shard``: the sessions whose ids fall in ``[low, high)`` in the
+database's own order (``shard_bounds`` picks bounds that split the messages evenly). Shards read
+one after another give exactly the sessions of one full read, in the same order, which is what
+parallel mining relies on.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ SESSION_COLUMNS: tuple[str, ...] = (
     "message_count",
     "tool_call_count",
     "user_id",
+    "system_prompt",
 )
 _METADATA_COLUMNS = SESSION_COLUMNS[6:]
 
@@ -62,13 +68,19 @@ def is_postgres_url(source: str | Path) -> bool:
 
 
 def read_hermes_sqlite(
-    path: str | Path, report: ReadReport, *, session_id: str | None = None
+    path: str | Path,
+    report: ReadReport,
+    *,
+    session_id: str | None = None,
+    shard: tuple[Any, Any] | None = None,
 ) -> Iterator[Session]:
     """Open a Hermes ``state.db`` read-only and return an iterator over its sessions.
 
-    The database is opened here, so an unopenable file fails at once. Raises SourceError when the
-    file is missing, is not a SQLite database, is locked beyond ``KINDLING_BUSY_TIMEOUT_MS`` (default
-    5000), or has no ``messages``/``sessions`` tables.
+    ``shard`` = ``(low, high)`` reads only sessions with ``low <= id < high`` (None: unbounded;
+    the first shard also gets rows without a session id). The database is opened here, so an
+    unopenable file fails at once. Raises SourceError when the file is missing, is not a SQLite
+    database, is locked beyond ``KINDLING_BUSY_TIMEOUT_MS`` (default 5000), or has no
+    ``messages``/``sessions`` tables.
     """
     db_path = Path(path).expanduser()
     if not db_path.exists():
@@ -96,7 +108,7 @@ def read_hermes_sqlite(
     except SourceError:
         _close_all(connections)
         raise
-    return _read_sqlite(connections, db_path, message_columns, session_columns, report, session_id)
+    return _read_sqlite(connections, db_path, message_columns, session_columns, report, session_id, shard)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
@@ -155,15 +167,20 @@ def _read_sqlite(
     session_columns: dict[str, str],
     report: ReadReport,
     session_id: str | None,
+    shard: tuple[Any, Any] | None = None,
 ) -> Iterator[Session]:
     message_select, session_select, order = _select_lists(message_columns, session_columns)
     conditions = ["active = 1"] if "active" in message_columns else []
-    params: tuple[str, ...] = ()
+    params: tuple[Any, ...] = ()
     session_where = ""
     if session_id is not None:
         conditions.append("session_id = ?")
         params = (session_id,)
         session_where = " WHERE id = ?"
+    elif shard is not None:
+        message_range, session_range, params = _shard_conditions(shard, "?", "")
+        conditions.append(message_range)
+        session_where = f" WHERE {session_range}"
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     # Messages first: a session committed in between then shows up empty rather than its messages
     # showing up without their session.
@@ -190,8 +207,35 @@ def _read_sqlite(
         _close_all(connections)
 
 
+def _shard_conditions(shard: tuple[Any, Any], mark: str, collate: str) -> tuple[str, str, tuple[Any, ...]]:
+    """Return the WHERE conditions on messages and on sessions for ``shard``, and their parameters.
+
+    Both queries take the same parameters. Rows without a session id sort first, so they belong to
+    the first shard (the one without a lower bound), exactly as a full read meets them first.
+    """
+    low, high = shard
+    parts_messages: list[str] = []
+    parts_sessions: list[str] = []
+    params: list[Any] = []
+    if low is not None:
+        parts_messages.append(f"session_id{collate} >= {mark}")
+        parts_sessions.append(f"id{collate} >= {mark}")
+        params.append(low)
+    if high is not None:
+        if low is None:
+            parts_messages.append(f"(session_id{collate} < {mark} OR session_id IS NULL)")
+            parts_sessions.append(f"(id{collate} < {mark} OR id IS NULL)")
+        else:
+            parts_messages.append(f"session_id{collate} < {mark}")
+            parts_sessions.append(f"id{collate} < {mark}")
+        params.append(high)
+    if not params:
+        return "1 = 1", "1 = 1", ()
+    return " AND ".join(parts_messages), " AND ".join(parts_sessions), tuple(params)
+
+
 def _stream(
-    conn: sqlite3.Connection, sql: str, params: tuple[str, ...], report: ReadReport
+    conn: sqlite3.Connection, sql: str, params: tuple[Any, ...], report: ReadReport
 ) -> Generator[Any, None, None]:
     """Yield the rows of ``sql``; rows holding bytes that are not UTF-8 are counted and skipped."""
     cursor = conn.execute(sql, params)
@@ -238,12 +282,25 @@ def _sqlite_order_key(value: Any) -> tuple[int, Any]:
 # ----------------------------------------------------------------------------------- PostgreSQL
 
 
-def read_hermes_postgres(url: str, report: ReadReport, *, session_id: str | None = None) -> Iterator[Session]:
+def read_hermes_postgres(
+    url: str,
+    report: ReadReport,
+    *,
+    session_id: str | None = None,
+    shard: tuple[Any, Any] | None = None,
+) -> Iterator[Session]:
     """Connect to Hermes tables on PostgreSQL and return an iterator over the sessions.
 
-    Streams through server-side cursors in one read-only transaction. Raises SourceError when the
-    server cannot be reached or the database has no Hermes tables.
+    Streams through server-side cursors in one read-only transaction. ``shard`` limits the read as
+    in ``read_hermes_sqlite``. Raises SourceError when the server cannot be reached or the database
+    has no Hermes tables.
     """
+    conn, label, message_columns, session_columns = _pg_open(url)
+    return _read_postgres(conn, label, message_columns, session_columns, report, session_id, shard)
+
+
+def _pg_open(url: str) -> tuple[Any, str, dict[str, str], dict[str, str]]:
+    """Connect read-only and check the Hermes tables: (connection, label, message/session columns)."""
     import psycopg
 
     label = _label(url)
@@ -264,7 +321,7 @@ def read_hermes_postgres(url: str, report: ReadReport, *, session_id: str | None
     except SourceError:
         conn.close()
         raise
-    return _read_postgres(conn, label, message_columns, session_columns, report, session_id)
+    return conn, label, message_columns, session_columns
 
 
 def _label(url: str) -> str:
@@ -293,6 +350,7 @@ def _read_postgres(
     session_columns: dict[str, str],
     report: ReadReport,
     session_id: str | None,
+    shard: tuple[Any, Any] | None = None,
 ) -> Iterator[Session]:
     import psycopg
 
@@ -303,12 +361,17 @@ def _read_postgres(
     conditions = []
     if "active" in message_columns:
         conditions.append("active" if message_columns["active"] == "boolean" else "active = 1")
-    params: tuple[str, ...] = ()
+    params: tuple[Any, ...] = ()
     session_where = ""
     if session_id is not None:
         conditions.append("session_id = %s")
         params = (session_id,)
         session_where = " WHERE id = %s"
+    elif shard is not None:
+        # The same C collation as the ORDER BY below, so a shard is a contiguous run of the order.
+        message_range, session_range, params = _shard_conditions(shard, "%s", ' COLLATE "C"')
+        conditions.append(message_range)
+        session_where = f" WHERE {session_range}"
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     # C collation: byte order of UTF-8 equals Python's code-point order, which the merge relies on.
     message_sql = f'SELECT {message_select} FROM messages{where} ORDER BY session_id COLLATE "C", {order}'
@@ -338,6 +401,105 @@ def _text_order_key(value: Any) -> tuple[int, Any]:
     if value is None:
         return (0, "")
     return (1, str(value))
+
+
+# --------------------------------------------------------------------------------------- shards
+
+
+def shard_bounds(source: str | Path, parts: int) -> tuple[int, list[Any]]:
+    """Return ``(message rows, bounds)``: up to ``parts - 1`` session ids that split the messages evenly.
+
+    Shard ``i`` is then ``(bounds[i-1], bounds[i])`` with None at both ends (see ``shard``).
+    ``bounds`` is empty when the source cannot be split: fewer sessions than parts, or (SQLite)
+    id columns of different type affinities, which SQLite would compare differently from the order
+    a full read follows. Raises SourceError when the source cannot be opened.
+    """
+    if is_postgres_url(source):
+        return _pg_shard_bounds(str(source), parts)
+    return _sqlite_shard_bounds(Path(source).expanduser(), parts)
+
+
+def shards_of(bounds: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """Return the ``(low, high)`` shards that ``bounds`` cut a database into, in reading order."""
+    edges: list[Any] = [None, *bounds, None]
+    return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def _affinity(declared: str) -> str:
+    # SQLite's rules for a column's type affinity, in its order of precedence.
+    if "int" in declared:
+        return "integer"
+    if any(word in declared for word in ("char", "clob", "text")):
+        return "text"
+    if "blob" in declared or not declared:
+        return "blob"
+    if any(word in declared for word in ("real", "floa", "doub")):
+        return "real"
+    return "numeric"
+
+
+def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
+    if not path.is_file():
+        raise SourceError(f"Cannot open {path}: no such file.", path=path)
+    timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000)
+    except sqlite3.Error as exc:
+        raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
+    try:
+        message_columns = _sqlite_columns(conn, "messages")
+        session_columns = _sqlite_columns(conn, "sessions")
+        _require_tables(str(path), message_columns, session_columns)
+        # A bound taken from messages.session_id is compared with sessions.id too: with different
+        # affinities SQLite would convert it for one table and not the other.
+        total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        bounds: list[Any] = []
+        if _affinity(message_columns["session_id"]) != _affinity(session_columns["id"]):
+            return total, bounds
+        for i in range(1, parts):
+            # Walks the (session_id, ...) index Hermes keeps: a few milliseconds per bound.
+            row = conn.execute(
+                "SELECT session_id FROM messages WHERE session_id IS NOT NULL "
+                "ORDER BY session_id LIMIT 1 OFFSET ?",
+                (total * i // parts,),
+            ).fetchone()
+            if row is not None and (not bounds or bounds[-1] != row[0]):
+                bounds.append(row[0])
+        return total, bounds
+    except sqlite3.Error as exc:
+        raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
+    finally:
+        conn.close()
+
+
+def _pg_shard_bounds(url: str, parts: int) -> tuple[int, list[Any]]:
+    import psycopg
+
+    conn, label, _message_columns, _session_columns = _pg_open(url)
+    try:
+        # One pass: message rows per session in the reader's order; bounds are picked from it.
+        rows = conn.execute(
+            "SELECT session_id, count(*) FROM messages WHERE session_id IS NOT NULL "
+            'GROUP BY session_id ORDER BY session_id COLLATE "C"'
+        ).fetchall()
+        total = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    except psycopg.Error as exc:
+        raise SourceError(f"Cannot read {label}: {str(exc).strip()}", path=label) from exc
+    finally:
+        conn.close()
+    bounds: list[Any] = []
+    seen = 0
+    step = 1
+    for session_key, count in rows:
+        if step >= parts:
+            break
+        if seen >= total * step // parts and seen > 0:
+            bounds.append(session_key)
+            while step < parts and seen >= total * step // parts:
+                step += 1
+        seen += int(count)
+    return total, bounds
 
 
 # ------------------------------------------------------------------------------------ assembly

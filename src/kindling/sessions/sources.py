@@ -196,17 +196,26 @@ def iter_sessions(
     counts = report if report is not None else ReadReport()
     if format is not None and format not in FORMATS:
         raise UnknownFormatError(
-            f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.", path=str(source)
+            f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.", path=_shown(source)
         )
     resolved = resolve_source(source)
     fmt = format or detect_format(resolved)
     if isinstance(resolved, str):
         if fmt != HERMES or not is_postgres_url(resolved):
-            raise SourceError(f"A database URL can only be read as {HERMES!r}.", path=resolved)
+            raise SourceError(f"A database URL can only be read as {HERMES!r}.", path=_shown(resolved))
         return read_hermes_postgres(resolved, counts)
     sessions = _reader(fmt)(resolved, counts)
     # The Hermes reader counts sessions, messages, calls and results as it builds them.
     return sessions if fmt == HERMES else _counted(sessions, counts)
+
+
+def _shown(source: str | Path) -> str:
+    """``source`` as messages may show it: a database URL's password hidden."""
+    if isinstance(source, str) and "://" in source:
+        from kindling.db import redact_url  # SQLAlchemy only when there is a URL to parse
+
+        return redact_url(source)
+    return str(source)
 
 
 def _counted(sessions: Iterator[Session], report: ReadReport) -> Iterator[Session]:
@@ -257,4 +266,5 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
     for session in sessions:
         if session.id == session_id:
             return session
-    raise NotFoundError(f"No session {session_id!r} in {source}.", kind="session", name=session_id)
+    # A postgresql:// URL may carry a password: messages show it hidden.
+    raise NotFoundError(f"No session {session_id!r} in {_shown(source)}.", kind="session", name=session_id)

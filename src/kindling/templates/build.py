@@ -63,13 +63,18 @@ def build_template_with_report(
     system_prompt_addendum: str = "",
     format: str | None = None,
     on_session: Callable[[Session], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
     **mining_filters: Any,
 ) -> BuildResult:
     """Like ``build_template`` but also return the read report and the mining counts.
 
-    ``on_session`` is called with every session read (for progress bars).
+    ``on_progress`` is called with the number of sessions read since its last call (for progress
+    bars). ``on_session`` is called with every session read; it needs every session in this
+    process, so it mines in one process. Otherwise a big Hermes database is mined in ``workers``
+    processes (None: automatic; see ``kindling.mining.mine_sources``), with the same result.
     """
-    from kindling.mining import classify_calls, mine
+    from kindling.mining import classify_calls, mine, mine_sources
 
     validate_name(name)
     # Options are checked before the sources are read: a typo should not cost a mining run.
@@ -79,7 +84,17 @@ def build_template_with_report(
     target = store or open_store()  # a store that cannot open fails now, not after the mining
     report = ReadReport()
     try:
-        result = mine(_iter_all(sources, format, report, on_session), report=report, **mining_filters)
+        if on_session is not None:
+            result = mine(_iter_all(sources, format, report, on_session), report=report, **mining_filters)
+        else:
+            result = mine_sources(
+                sources,
+                format=format,
+                workers=workers,
+                report=report,
+                on_progress=on_progress,
+                **mining_filters,
+            )
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
@@ -122,7 +137,8 @@ def build_template(
     """Mine ``sources`` (paths or URLs any session reader accepts) into a template and save it.
 
     ``mining_filters`` go to ``kindling.mining.mine`` (min_messages, max_sessions, source_filter,
-    skip_tools, max_examples, result_chars). ``task_type`` defaults to the type of the mined calls.
+    skip_tools, max_examples, result_chars); ``workers=N`` sets how many processes mine a Hermes
+    database (default: automatic). ``task_type`` defaults to the type of the mined calls.
     Returns the stored template (version bumped if the name existed). Raises TemplateError when
     nothing can be mined or ``task_type`` is unknown, SourceError when a source cannot be read, InvalidNameError for a bad name.
     """
