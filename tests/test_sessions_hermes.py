@@ -480,3 +480,94 @@ def test_stopping_a_stream_early_closes_it_cleanly(hermes_db: HermesDB) -> None:
     next(holder["stream"])
     del holder
     gc.collect()
+
+
+def test_system_prompt_goes_into_metadata(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    hermes_db.session("s1", system_prompt="You are Hermes, a careful coding agent.", title="Fix parser")
+    hermes_db.session("s2")
+    hermes_db.message("s1", "user", "hi")
+    (s1, s2), _report = read(hermes_db.source)
+    assert s1.metadata["system_prompt"] == "You are Hermes, a careful coding agent."
+    assert s1.metadata["title"] == "Fix parser"
+    assert "system_prompt" not in s2.metadata  # NULL is absent, not None
+    assert find_session(hermes_db.source, "s1").metadata["system_prompt"].startswith("You are Hermes")
+
+
+def _read_shard(source: str, report: ReadReport, bounds: tuple[Any, Any]) -> list[Any]:
+    from kindling.sessions.hermes import is_postgres_url, read_hermes_postgres, read_hermes_sqlite
+
+    if is_postgres_url(source):
+        return list(read_hermes_postgres(source, report, shard=bounds))
+    return list(read_hermes_sqlite(source, report, shard=bounds))
+
+
+def test_shards_read_one_after_another_equal_one_full_read(hermes_db: HermesDB) -> None:
+    from kindling.sessions.hermes import shard_bounds, shards_of
+
+    hermes_db.create("late")
+    # Mixed-case ids: the shards must follow the reader's byte order (upper case first).
+    ids = ["S1", "a0", "a1", "b", "b0", "c", "d", "e", "f", "g"]
+    for index, session_id in enumerate(ids):
+        hermes_db.session(session_id, started_at=1.0e9 + index)
+        for turn in range(index % 4 * 3):
+            hermes_db.message(session_id, "user" if turn % 2 == 0 else "assistant", f"{session_id} {turn}")
+    hermes_db.session("empty")
+    hermes_db.message("zz-no-session", "user", "orphan row")  # counted as message_without_session
+    full, full_report = read(hermes_db.source)
+    assert full_report.skipped == {"message_without_session": 1}
+    for parts in (1, 2, 3, 4, 7):
+        total, bounds = shard_bounds(hermes_db.source, parts)
+        assert total == full_report.messages + 1
+        assert len(bounds) == len(set(bounds)) <= parts - 1
+        if parts > 1:
+            assert bounds  # this database can be split
+        report = ReadReport()
+        sessions = [s for shard in shards_of(bounds) for s in _read_shard(hermes_db.source, report, shard)]
+        assert [(s.id, [m.content for m in s.messages]) for s in sessions] == [
+            (s.id, [m.content for m in s.messages]) for s in full
+        ]
+        assert report.as_dict() == full_report.as_dict()
+
+
+def test_ids_of_different_affinities_are_not_split(tmp_path: Path) -> None:
+    from kindling.sessions.hermes import shard_bounds
+
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE sessions (id INTEGER PRIMARY KEY, source TEXT, started_at REAL)")
+        conn.execute(
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT)"
+        )
+        for i in range(1, 30):
+            conn.execute("INSERT INTO sessions VALUES (?, 'cli', 1.0)", (i,))
+            conn.execute(
+                "INSERT INTO messages (session_id, role, content) VALUES (?, 'user', 'x')", (str(i),)
+            )
+    # '10' < '2' as text but 2 < 10 as integers: bounds would cut the tables differently.
+    assert shard_bounds(path, 3) == (29, [])
+
+
+def test_not_found_never_shows_a_url_password(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    fill_basic(hermes_db)
+    source = hermes_db.source
+    if hermes_db.backend == "postgres":
+        # Trust authentication ignores the password, so the URL still connects.
+        source = source.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@", 1)
+        assert "s3cret-pw" in source
+    with pytest.raises(NotFoundError, match="No session 'nope' in ") as info:
+        find_session(source, "nope")
+    assert "s3cret-pw" not in str(info.value)
+    if hermes_db.backend == "postgres":
+        assert "***" in str(info.value)
+
+
+def test_a_url_read_in_another_format_hides_its_password() -> None:
+    url = "postgresql://kindling:s3cret-pw@127.0.0.1:1/hermes"
+    with pytest.raises(SourceError, match="can only be read as 'hermes'") as info:
+        iter_sessions(url, format="openai")
+    assert "s3cret-pw" not in str(info.value) and "s3cret-pw" not in str(info.value.path)
+    with pytest.raises(SourceError) as unknown:
+        iter_sessions(url, format="nope")
+    assert "s3cret-pw" not in str(unknown.value) and "s3cret-pw" not in str(unknown.value.path)
