@@ -7,10 +7,14 @@ measurement runs in its own subprocess so its peak memory (ru_maxrss) is its own
   and pairing each result with its call by id (the least any miner must do);
 * select   - the reader's own ``SELECT`` with rows fetched and dropped (the SQL under the reader);
 * reader   - ``iter_sessions`` alone (the sessions reader building canonical sessions);
-* mining   - ``mine(iter_sessions(...))``: reader + outcomes + contexts + de-duplication + stats.
+* mining   - ``mine(iter_sessions(...))``: reader + outcomes + contexts + de-duplication + stats,
+  in one process;
+* parallel - ``mine_source(db, workers=2)``: the same mining, the same result (checked), in two
+  worker processes that each read half of the sessions; its peak memory counts the workers too.
 
-It prints messages/second for each, the mining/baseline ratio (target >= 0.5x; also in CPU time,
-which moves less with other load on a shared machine) and peak memory,
+It prints messages/second for each, the ratios against the baseline (target >= 0.5x; the
+one-process figure also in CPU time, which moves less with other load on a shared machine) and
+peak memory,
 plus the task-text classifier's accuracy on the first database. ``--quick`` uses small sizes and
 finishes in seconds (a test runs it so the script cannot rot).
 
@@ -111,7 +115,33 @@ def run_mining(path: Path) -> dict[str, Any]:
         "paired": result.stats.results_paired,
         "distinct": result.distinct,
         "examples": len(result.examples),
+        "digest": _digest(result),
     }
+
+
+PARALLEL_WORKERS = 2
+
+
+def run_parallel(path: Path) -> dict[str, Any]:
+    """The same full mining in PARALLEL_WORKERS worker processes (``mine_source``)."""
+    from kindling.mining import mine_source
+    from kindling.sessions.model import ReadReport
+
+    report = ReadReport()
+    result = mine_source(path, workers=PARALLEL_WORKERS, report=report)
+    return {
+        "messages": result.stats.messages,
+        "paired": result.stats.results_paired,
+        "distinct": result.distinct,
+        "examples": len(result.examples),
+        "digest": _digest(result),
+    }
+
+
+def _digest(result: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(result.as_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 def run_mine_only(path: Path) -> dict[str, Any]:
@@ -135,6 +165,7 @@ WORKERS = {
     "select": run_select,
     "reader": run_reader,
     "mining": run_mining,
+    "parallel": run_parallel,
     "mine_only": run_mine_only,
 }
 
@@ -151,8 +182,9 @@ def worker(kind: str, path: Path) -> None:
     # CPU time too: on a shared machine it moves less with other processes' load than wall time.
     figures["cpu_seconds"] = figures.pop("timed_cpu_seconds", time.process_time() - cpu_start)
     figures["seconds"] = figures.pop("timed_seconds", time.perf_counter() - start)
-    # ru_maxrss is in KiB on Linux.
+    # ru_maxrss is in KiB on Linux. For children it is the largest peak of any waited-for child.
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures["child_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps(figures))
 
 
@@ -240,6 +272,7 @@ def main() -> None:
         select = measure("select", path, repeats)
         reader = measure("reader", path, repeats)
         mining = measure("mining", path, repeats)
+        par = measure("parallel", path, repeats)
         mine_only = measure("mine_only", path, repeats)
         messages = mining["messages"]
         if base["messages"] != messages or base["paired"] != mining["paired"]:
@@ -247,11 +280,14 @@ def main() -> None:
                 f"  warning: baseline saw {base['messages']} messages/{base['paired']} pairs, "
                 f"mining {messages}/{mining['paired']}"
             )
+        if par["digest"] != mining["digest"]:
+            print("  warning: parallel mining gave a different result from one process")
         figures = (
             ("baseline", base),
             ("select", select),
             ("reader", reader),
             ("mining", mining),
+            ("parallel", par),
             ("mine_only", mine_only),
         )
         rate = {name: fig["messages"] / fig["seconds"] for name, fig in figures}
@@ -262,8 +298,22 @@ def main() -> None:
                 f"  {name:<9} {rate[name]:>12,.0f} msg/s  {fig['seconds']:7.2f} s  "
                 f"(cpu {fig['cpu_seconds']:5.2f} s)  peak {fig['peak_rss_mb']:7.1f} MB"
             )
-        print(f"  ratio mining/baseline: {rate['mining'] / rate['baseline']:.2f}x (target >= 0.5x)")
-        print(f"  ratio mining/baseline in CPU time: {cpu_rate['mining'] / cpu_rate['baseline']:.2f}x")
+        # The parent's own CPU time leaves out the workers', so only wall time is shown for it.
+        workers_peak = par["child_peak_rss_mb"]
+        print(
+            f"  parallel  {rate['parallel']:>12,.0f} msg/s  {par['seconds']:7.2f} s  "
+            f"({PARALLEL_WORKERS} workers)  peak {par['peak_rss_mb']:7.1f} MB"
+            f" + workers {PARALLEL_WORKERS} x {workers_peak:.1f} MB"
+        )
+        print(f"  ratio mining/baseline (one process): {rate['mining'] / rate['baseline']:.2f}x")
+        print(
+            f"  ratio parallel/baseline ({PARALLEL_WORKERS} workers): "
+            f"{rate['parallel'] / rate['baseline']:.2f}x (target >= 0.5x)"
+        )
+        print(
+            f"  ratio mining/baseline in CPU time (one process): {cpu_rate['mining'] / cpu_rate['baseline']:.2f}x"
+        )
+        print(f"  parallel speed-up over one process: {rate['parallel'] / rate['mining']:.2f}x")
         print(f"  ratio reader/baseline: {rate['reader'] / rate['baseline']:.2f}x")
         print(
             f"  the reader's SELECT alone (rows fetched, nothing built)/baseline: "
@@ -275,6 +325,12 @@ def main() -> None:
         print(f"  mining share spent in the reader: {reader['seconds'] / mining['seconds']:.0%}")
         print(f"  distinct examples kept: {mining['distinct']:,} (returned {mining['examples']})")
         print(f"  peak memory above the reader alone: {mining['peak_rss_mb'] - reader['peak_rss_mb']:.1f} MB")
+        total_peak = par["peak_rss_mb"] + PARALLEL_WORKERS * workers_peak
+        print(
+            f"  parallel peak memory, all processes: at most {total_peak:.1f} MB "
+            f"(parent {par['peak_rss_mb']:.1f} + {PARALLEL_WORKERS} x the largest worker's "
+            f"{workers_peak:.1f}; forked workers share the parent's pages, so less in fact)"
+        )
     memory_scaling(args.quick)
     accuracy, judged = text_accuracy(sample_db(sizes[0], args.cache))
     if accuracy is not None:

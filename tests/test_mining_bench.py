@@ -21,8 +21,16 @@ def test_bench_quick_prints_figures(tmp_path: Path) -> None:
     assert "warning" not in out
     for kind in ("baseline", "reader", "mining"):
         assert len(re.findall(rf"^  {kind}\s+[\d,]+ msg/s .* peak\s+[\d.]+ MB$", out, re.M)) == 2, out
-    ratios = [float(x) for x in re.findall(r"ratio mining/baseline: ([\d.]+)x", out)]
+    ratios = [float(x) for x in re.findall(r"ratio mining/baseline \(one process\): ([\d.]+)x", out)]
     assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    # The parallel figure is labelled as such, against the same baseline, with every process's memory.
+    parallel = re.findall(r"ratio parallel/baseline \(2 workers\): ([\d.]+)x \(target >= 0.5x\)", out)
+    assert len(parallel) == 2 and all(float(r) > 0 for r in parallel)
+    lines = re.findall(
+        r"^  parallel\s+[\d,]+ msg/s .* peak\s+([\d.]+) MB \+ workers 2 x ([\d.]+) MB$", out, re.M
+    )
+    assert len(lines) == 2 and all(float(a) > 0 and float(b) > 0 for a, b in lines)
+    assert len(re.findall(r"parallel peak memory, all processes: at most [\d.]+ MB", out)) == 2
     peaks = [float(x) for x in re.findall(r"distinct kept: peak\s+([\d.]+) MB", out)]
     assert len(peaks) == 3 and peaks[2] > peaks[1]
     accuracy = re.search(r"accuracy vs tool-call type: ([\d.]+)% of (\d+) sessions", out)
