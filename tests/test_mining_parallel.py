@@ -175,6 +175,11 @@ def test_automatic_mode_uses_workers_for_a_big_enough_source(
     monkeypatch.setattr(parallel, "default_workers", lambda: 2)
     assert_same(one_pass(sample_db), (mine_source(sample_db, report=(r := ReadReport())), r))
     assert started == [2]
+    # Four cores but messages for only two workers: two shards, not four.
+    monkeypatch.setattr(parallel, "default_workers", lambda: 4)
+    monkeypatch.setattr(parallel, "MESSAGES_PER_WORKER", r.messages // 2 - 10)
+    assert_same(one_pass(sample_db), (mine_source(sample_db, report=(r := ReadReport())), r))
+    assert started == [2, 2]
 
 
 def test_bad_arguments_fail_before_any_worker_starts(

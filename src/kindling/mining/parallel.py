@@ -194,10 +194,11 @@ def _plan(sources: list[str | Path], workers: int | None) -> tuple[list[Shard], 
     from kindling.sessions.hermes import shard_bounds, shards_of
 
     wanted = workers if workers is not None else default_workers()
+    first = wanted  # the bounds below are cut for this many parts
     totals: list[int] = []
     bounds: list[list[Any]] = []
     for source in sources:
-        total, cuts = shard_bounds(source, wanted)
+        total, cuts = shard_bounds(source, first)
         totals.append(total)
         bounds.append(cuts)
     everything = sum(totals)
@@ -209,10 +210,10 @@ def _plan(sources: list[str | Path], workers: int | None) -> tuple[list[Shard], 
     for source, total, cuts in zip(sources, totals, bounds, strict=True):
         # Each source gets shards in proportion to its share of the messages.
         parts = max(1, min(wanted, round(wanted * total / everything))) if everything else 1
-        if parts != wanted and parts > 1:
-            _total, cuts = shard_bounds(source, parts)
-        elif parts == 1:
+        if parts == 1:
             cuts = []
+        elif parts != first:
+            _total, cuts = shard_bounds(source, parts)
         shards.extend(Shard(source, low, high) for low, high in shards_of(cuts))
     return shards, wanted
 
