@@ -167,7 +167,10 @@ def sample_info(path: str | Path) -> dict[str, str] | None:
 
 def sample_task_types(path: str | Path) -> dict[str, tuple[str, str]]:
     """Return ``{session_id: (task_type, length_class)}``, the ground truth a sample was generated
-    from (for evaluating task-type classifiers). Raises StoreError when ``path`` is not a sample."""
+    from (for evaluating task-type classifiers). ``task_type`` is the type the session's scenario is
+    meant to have by its calls; the calls themselves decide (short sessions and software fixes with
+    much terminal work may come out ``mixed``), and the table's ``scenario`` column names what the
+    session was (``analysis``, ``software``, ...). Raises StoreError when ``path`` is not a sample."""
     if sample_info(path) is None:
         raise StoreError(f"{path} is not a kindling sample database.", path=path)
     uri = f"file:{urllib.parse.quote(str(Path(path).expanduser().resolve()))}?mode=ro"
