@@ -266,7 +266,7 @@ def main() -> None:
         return
 
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
-    repeats = args.repeats or (1 if args.quick else 2)
+    repeats = args.repeats or (1 if args.quick else 3)
     print(f"kindling mining benchmark ({'quick' if args.quick else 'full'}; fastest of {repeats})")
     for sessions in sizes:
         path = sample_db(sessions, args.cache)
