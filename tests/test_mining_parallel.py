@@ -317,3 +317,57 @@ def test_ties_break_by_the_global_position_of_the_representative() -> None:
     got = finish(merge_partials(parts), max_examples=5).examples
     assert [e.arguments["command"] for e in expected] == ["pwd", "ls"]
     assert [e.model_dump() for e in got] == [e.model_dump() for e in expected]
+
+
+# --------------------------------------------------------------------------- callers: stats CLI and build
+
+
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    started: list[int] = []
+    real_run = parallel._run
+
+    def spy(shards: list[Any], concurrency: int, *args: Any) -> Any:
+        started.append(len(shards))
+        return real_run(shards, concurrency, *args)
+
+    monkeypatch.setattr(parallel, "_run", spy)
+    monkeypatch.setattr(parallel, "MESSAGES_PER_WORKER", 1000)
+    monkeypatch.setattr(parallel, "default_workers", lambda: 2)
+    return started
+
+
+def test_stats_cli_output_is_the_same_in_workers(sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from kindling.cli.main import app
+    from kindling.mining import compute_stats
+
+    report = ReadReport()
+    expected = compute_stats(iter_sessions(sample_db, report=report), report=report).as_dict()
+    started = _count_runs(monkeypatch)
+    result = CliRunner().invoke(app, ["stats", str(sample_db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert started == [2]
+    assert orjson.loads(result.stdout) == orjson.loads(orjson.dumps(expected))
+
+
+def test_build_template_is_the_same_in_workers(sample_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kindling.templates.build import build_template_with_report
+    from kindling.templates.store import open_store
+
+    one = build_template_with_report("one", [sample_db], workers=1, max_examples=40, min_messages=10)
+    started = _count_runs(monkeypatch)
+    seen: list[int] = []
+    two = build_template_with_report(
+        "two", [sample_db], max_examples=40, min_messages=10, on_progress=seen.append
+    )
+    assert started == [2] and sum(seen) == 150
+    assert [e.model_dump() for e in two.template.examples] == [e.model_dump() for e in one.template.examples]
+    assert (
+        two.as_dict()["read"] == one.as_dict()["read"] and two.as_dict()["mining"] == one.as_dict()["mining"]
+    )
+    assert (two.template.task_type, two.template.source_session_ids) == (
+        one.template.task_type,
+        one.template.source_session_ids,
+    )
+    assert open_store().get("two").examples == two.template.examples
