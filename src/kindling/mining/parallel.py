@@ -127,7 +127,14 @@ def mine_sources(
     limit or worker count, TypeError for an unknown filter, and KindlingError when a worker dies.
     """
     from kindling.errors import UnknownFormatError
-    from kindling.sessions.sources import FORMATS, HERMES, detect_format, iter_sessions, resolve_source
+    from kindling.sessions.sources import (
+        FORMATS,
+        HERMES,
+        _shown,
+        detect_format,
+        iter_sessions,
+        resolve_source,
+    )
 
     unknown = sorted(set(filters) - _FILTERS)
     if unknown:
@@ -145,7 +152,7 @@ def mine_sources(
     if format is not None and format not in FORMATS:
         raise UnknownFormatError(
             f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.",
-            path=str(sources[0] if sources else ""),
+            path=_shown(sources[0]) if sources else "",
         )
     config = config if config is not None else load_mining_config()
     report = report if report is not None else ReadReport()
