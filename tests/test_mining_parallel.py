@@ -127,8 +127,11 @@ def in_workers_with(source: Path, method: str, **filters: Any) -> tuple[MiningRe
     return mine_source(source, workers=2, report=report, start_method=method, **filters), report
 
 
-def test_start_method_is_fork_only_without_other_threads() -> None:
-    assert parallel._context(None).get_start_method() == "fork"
+def test_start_method_is_fork_only_without_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patch:
+        # As if this were the only thread (another test may have left one running).
+        patch.setattr(parallel.threading, "active_count", lambda: 1)
+        assert parallel._context(None).get_start_method() == "fork"
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
