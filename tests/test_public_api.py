@@ -19,7 +19,7 @@ EXPECTED_PUBLIC = {
     "Session", "Message", "ToolCall", "ReadReport", "iter_sessions", "detect_format", "find_session",
     "generate_sample_db",
     # mining
-    "mine", "MiningResult", "MiningStats", "compute_stats", "classify_outcome", "Outcome", "OutcomeStatus",
+    "mine", "mine_source", "mine_sources", "MiningResult", "MiningStats", "compute_stats", "classify_outcome", "Outcome", "OutcomeStatus",
     "Example", "TaskType", "classify_calls", "classify_task_text", "wilson_interval",
     # templates and warm-up
     "Template", "TemplateStore", "JsonDirStore", "SqlStore", "open_template_store", "build_template",

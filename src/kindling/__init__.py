@@ -46,6 +46,8 @@ _LAZY: dict[str, str] = {
     "generate_sample_db": "kindling.sessions",
     # mining
     "mine": "kindling.mining",
+    "mine_source": "kindling.mining",
+    "mine_sources": "kindling.mining",
     "MiningResult": "kindling.mining",
     "MiningStats": "kindling.mining",
     "compute_stats": "kindling.mining",
@@ -187,6 +189,8 @@ __all__ = [
     "kindling_tools",
     "make_job",
     "mine",
+    "mine_source",
+    "mine_sources",
     "open_job_store",
     "open_template_store",
     "parse_schedule",
@@ -259,6 +263,8 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         classify_task_text,
         compute_stats,
         mine,
+        mine_source,
+        mine_sources,
         wilson_interval,
     )
     from kindling.review import (

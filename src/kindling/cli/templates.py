@@ -181,9 +181,9 @@ def register(app: typer.Typer) -> None:
         with progress_bar(show_progress(json_output)) as progress:
             task = progress.add_task("Mining sessions", total=None) if progress is not None else None
 
-            def advance(_session: object) -> None:
+            def advance(sessions_read: int) -> None:
                 if progress is not None and task is not None:
-                    progress.advance(task)
+                    progress.advance(task, sessions_read)
 
             result = build_template_with_report(
                 name,
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
                 tags=tags or (),
                 system_prompt_addendum=system_prompt,
                 format=format,
-                on_session=advance,
+                on_progress=advance,
                 **filters,
             )
         _warn_problems(opened)  # e.g. the file it replaced was corrupt (a copy is kept)
