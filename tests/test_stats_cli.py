@@ -82,11 +82,25 @@ def test_stats_table_is_readable(sample_db: Path) -> None:
         "marathon",
         ">= 100",
         "top 3 tools by calls",
-        "95% CI in brackets",
+        "95% CI below",
         "Task types",
     ):
         assert needle in out, needle
     assert "marathon vs mid:" in out
+
+
+def test_by_tool_table_fits_an_80_column_terminal(sample_db: Path) -> None:
+    data = orjson.loads(CliRunner().invoke(app, ["stats", str(sample_db), "--json"]).stdout)
+    result = CliRunner().invoke(app, ["stats", str(sample_db), "--by-tool"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    # Rich shortens cells that do not fit with an ellipsis; every figure must be readable whole.
+    assert "…" not in result.stdout
+    top = next(iter(data["tools"]))
+    lines = [line for line in result.stdout.splitlines() if f" {top} " in line]
+    assert len(lines) == 1 and f"{data['tools'][top]['calls']:,}" in lines[0]
+    for cohort in data["cohorts"].values():
+        row = cohort["tools"][top]
+        assert f"{row['ci_low'] * 100:.1f}–{row['ci_high'] * 100:.1f}%" in result.stdout
 
 
 def test_stats_plot_writes_a_png_that_opens(sample_db: Path, tmp_path: Path) -> None:

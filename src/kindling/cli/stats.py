@@ -75,7 +75,7 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
     tools = list(data["tools"].items())[:top]
     cohort_names = list(data["cohorts"])
     if by_tool:
-        title = f"Failure rate per tool and cohort (top {len(tools)} tools by calls; 95% CI in brackets)"
+        title = f"Failure rate per tool and cohort (top {len(tools)} tools by calls; 95% CI below)"
     else:
         title = f"Tools (top {len(tools)} by calls)"
     table = Table(title=title, title_justify="left")
@@ -94,7 +94,8 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
                 if not per or per["failure_rate"] is None:
                     cells.append("-")
                 else:
-                    cells.append(f"{_percent(per['failure_rate'])} ({_interval(per)[:-1]})")
+                    # Rate over interval on two lines, so four cohort columns fit 80 columns.
+                    cells.append(f"{_percent(per['failure_rate'])}\n{_interval(per)}")
         table.add_row(*cells)
     console.print(table)
 
