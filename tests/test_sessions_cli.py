@@ -33,13 +33,34 @@ def test_sessions_json_counts_match_the_reader(sample_db: Path, tmp_path: Path) 
     list(iter_sessions(sample_db, report=report))
     first, second = data["sources"]
     assert {
-        k: first[k] for k in ("sessions", "messages", "tool_calls", "tool_results", "skipped")
+        k: first[k]
+        for k in ("sessions", "messages", "tool_calls", "tool_results", "user_tool_calls", "skipped")
     } == report.as_dict()
     assert (first["format"], second["format"]) == ("hermes", "openai")
     assert second["skipped"] == {"orphan_tool_result": 1, "malformed_json": 1}
     assert data["sessions"] == report.sessions + 1
     assert data["messages"] == report.messages + 1
     assert data["skipped"] == {"malformed_json": 1, "orphan_tool_result": 1}
+
+
+def test_simulated_user_calls_are_not_counted_as_the_agents(tmp_path: Path) -> None:
+    results = tmp_path / "tau2.json"
+    call = {"id": "u1", "name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}
+    agent_call = {"id": "a1", "name": "get_customer", "arguments": {"phone": "1"}, "requestor": "assistant"}
+    messages = [
+        {"role": "user", "content": "I'll toggle it.", "tool_calls": [call]},
+        {"role": "tool", "id": "u1", "content": "OFF", "requestor": "user", "error": False},
+        {"role": "assistant", "content": None, "tool_calls": [agent_call]},
+        {"role": "tool", "id": "a1", "content": "{}", "requestor": "assistant", "error": False},
+    ]
+    results.write_bytes(
+        orjson.dumps({"info": {}, "tasks": [], "simulations": [{"id": "s1", "messages": messages}]})
+    )
+    data = orjson.loads(runner.invoke(app, ["sessions", str(results), "--json"]).stdout)
+    assert (data["tool_calls"], data["tool_results"], data["user_tool_calls"]) == (1, 1, 1)
+    assert data["sources"][0]["user_tool_calls"] == 1
+    table = runner.invoke(app, ["sessions", str(results)], env={"COLUMNS": "200"})
+    assert "Tool calls made by a simulated user (not the agent's): 1" in table.stdout
 
 
 def test_sessions_table_for_people(sample_db: Path) -> None:

@@ -394,6 +394,9 @@ def test_tau2_parallel_and_user_side_calls(tmp_path: Path) -> None:
     # Mining counts assistant calls only: the simulated user's call is never the agent's.
     assert agent_calls(session) == ["get_customer_by_phone", "get_data_usage"]
     assert dict(report.skipped) == {"orphan_tool_result": 1, "malformed_record": 1}
+    # The report counts the agent's two calls and their two results; the user's call and its
+    # result are counted apart, never as the agent's.
+    assert (report.tool_calls, report.tool_results, report.user_tool_calls) == (2, 2, 1)
 
 
 # --------------------------------------------------------------------------------- detection

@@ -64,14 +64,26 @@ def test_report_counts_and_merges() -> None:
         )
     )
     first.skip("unknown_role")
+    # A simulated user's call (tau2-bench) and its result are not the agent's.
+    second.add_session(
+        Session(
+            "u",
+            "tau2-bench",
+            (
+                Message("user", None, (ToolCall("u1", "toggle", requestor="user"),)),
+                Message("tool", "OFF", (), "u1"),
+            ),
+        )
+    )
     second.skip("unknown_role", 2)
     second.skip("invalid_utf8")
     first.merge(second)
     assert first.as_dict() == {
-        "sessions": 1,
-        "messages": 2,
+        "sessions": 2,
+        "messages": 4,
         "tool_calls": 1,
         "tool_results": 1,
+        "user_tool_calls": 1,
         "skipped": {"invalid_utf8": 1, "unknown_role": 3},
     }
 

@@ -102,10 +102,11 @@ def _find_in(paths: list[str], session_id: str, format: str | None) -> Any:
 
 
 def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
-    totals: dict[str, Any] = {"sessions": 0, "messages": 0, "tool_calls": 0, "tool_results": 0}
+    counted = ("sessions", "messages", "tool_calls", "tool_results", "user_tool_calls")
+    totals: dict[str, Any] = dict.fromkeys(counted, 0)
     skipped: dict[str, int] = {}
     for result in results:
-        for key in ("sessions", "messages", "tool_calls", "tool_results"):
+        for key in counted:
             totals[key] += result[key]
         for reason, count in result["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + count
@@ -144,6 +145,9 @@ def _print_table(results: list[dict[str, Any]], totals: dict[str, Any]) -> None:
             style="bold",
         )
     console.print(table)
+    if totals["user_tool_calls"]:
+        # tau2-bench's simulated user calls tools too; those calls are not in the Calls column.
+        console.print(f"Tool calls made by a simulated user (not the agent's): {totals['user_tool_calls']:,}")
     if totals["skipped"]:
         console.print("Skipped, by reason:")
         for reason, count in totals["skipped"].items():

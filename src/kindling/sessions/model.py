@@ -126,6 +126,10 @@ class Session:
 class ReadReport:
     """What a read saw: counts of what was read and of what was skipped, by reason.
 
+    ``tool_calls`` and ``tool_results`` count the agent's calls and the results answering them.
+    Calls a simulated user made (tau2-bench, ``requestor="user"``) are not the agent's: they are
+    counted apart in ``user_tool_calls``, and their results in neither.
+
     Readers update the report they are given as they stream, so a caller can show progress and,
     at the end, say exactly what was skipped and why. Nothing malformed is ever skipped silently.
     """
@@ -135,18 +139,28 @@ class ReadReport:
     tool_calls: int = 0
     tool_results: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    user_tool_calls: int = 0
 
     def skip(self, reason: str, count: int = 1) -> None:
         """Count ``count`` skipped things under ``reason`` (a short, stable, snake_case key)."""
         self.skipped[reason] += count
 
     def add_session(self, session: Session) -> None:
-        """Count a session that is about to be yielded, with its messages, calls and results."""
+        """Count a session that is about to be yielded, with its messages, calls and results.
+
+        A tool result is assumed to answer the agent unless it names a call the user made before it.
+        """
         self.sessions += 1
         self.messages += len(session.messages)
+        user_calls: set[str] = set()
         for message in session.messages:
-            self.tool_calls += len(message.tool_calls)
-            if message.role == "tool":
+            for call in message.tool_calls:
+                if call.requestor == "assistant":
+                    self.tool_calls += 1
+                else:
+                    self.user_tool_calls += 1
+                    user_calls.add(call.id)
+            if message.role == "tool" and message.tool_call_id not in user_calls:
                 self.tool_results += 1
 
     def add_counted(self, messages: int, tool_calls: int, tool_results: int) -> None:
@@ -165,6 +179,7 @@ class ReadReport:
         self.messages += other.messages
         self.tool_calls += other.tool_calls
         self.tool_results += other.tool_results
+        self.user_tool_calls += other.user_tool_calls
         self.skipped.update(other.skipped)
 
     def as_dict(self) -> dict[str, Any]:
@@ -174,6 +189,7 @@ class ReadReport:
             "messages": self.messages,
             "tool_calls": self.tool_calls,
             "tool_results": self.tool_results,
+            "user_tool_calls": self.user_tool_calls,
             "skipped": dict(sorted(self.skipped.items())),
         }
 
