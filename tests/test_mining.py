@@ -101,6 +101,39 @@ def test_unanswered_orphan_and_duplicate_results_are_counted() -> None:
     assert [e.result for e in mined.examples] == ["done"]
 
 
+def test_call_id_reused_after_its_answer_opens_a_new_call() -> None:
+    # Some providers number calls per turn, so every turn's first call is "call_0".
+    s = session(
+        "s1",
+        [
+            Message(role="user", content="first"),
+            Message(role="assistant", tool_calls=(call("call_0", "terminal", {"c": "ls"}),)),
+            result("call_0", "a.txt"),
+            Message(role="user", content="second"),
+            Message(role="assistant", tool_calls=(call("call_0", "read_file", {"path": "a.txt"}),)),
+            result("call_0", "hello"),
+            # Still open: a second call with the same id in one turn is a duplicate.
+            Message(
+                role="assistant",
+                tool_calls=(
+                    call("call_1", "terminal", {"c": "pwd"}),
+                    call("call_1", "terminal", {"c": "id"}),
+                ),
+            ),
+            result("call_1", "/root"),
+        ],
+    )
+    mined = mine([s])
+    assert sorted((e.tool_name, json.dumps(e.arguments), e.result, e.context) for e in mined.examples) == [
+        ("read_file", '{"path": "a.txt"}', "hello", "second"),
+        ("terminal", '{"c": "ls"}', "a.txt", "first"),
+        ("terminal", '{"c": "pwd"}', "/root", "second"),
+    ]
+    assert (mined.stats.tool_calls, mined.stats.results_paired) == (3, 3)
+    assert mined.stats.skipped == {"duplicate_call_id": 1}
+    assert mined.stats.calls_unanswered == 0
+
+
 def test_result_without_id_answers_the_oldest_open_call_of_its_tool() -> None:
     s = session(
         "s1",

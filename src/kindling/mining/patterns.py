@@ -344,7 +344,10 @@ def mine_partial(
                         foreign.add(call_id)
                         skipped["user_tool_call"] += 1
                         continue
-                    if call_id in calls:
+                    # An id still waiting for its result is a duplicate; an id already answered
+                    # may be reused by a later turn (providers that number calls per turn, e.g.
+                    # "call_0"), and that later call is paired with the next result bearing it.
+                    if calls.get(call_id) is not None:
                         skipped["duplicate_call_id"] += 1
                         continue
                     name = call.name
