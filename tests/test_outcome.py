@@ -24,6 +24,8 @@ from kindling.mining.config import DEFAULT_OUTCOME_RULES, parse_mining_config
     [
         ('{"success": false, "output": "x"}', "json_success_false"),
         ('{"error": "file not found"}', "json_error"),
+        ('{"error": 404, "data": null}', "json_error"),
+        ('{"error": {"code": "ENOENT"}}', "json_error"),
         ('{"output": "", "exit_code": 2}', "json_exit_code_nonzero"),
         ('{"output": "", "exit_code": "127"}', "json_exit_code_nonzero"),
         ('{"status": "error", "message": "boom"}', "json_status_error"),
@@ -50,6 +52,8 @@ def test_failure_rules_fire(content: str, rule: str) -> None:
         '{"error": null, "output": "ok"}',
         '{"error": "", "output": "ok"}',
         '{"error": false}',
+        '{"error": 0, "data": [1, 2]}',  # an error code of 0 means no error
+        '{"error": {}, "output": "ok"}',
         '{"output": "x", "exit_code": 0}',
         '{"success": 0}',  # 0 is not the JSON literal false
         '{"status": "success"}',

@@ -46,7 +46,7 @@ class OutcomeRule(BaseModel):
 
     ``kind="json"`` rules look at one top-level field of a result that is a JSON object:
     ``test`` is ``equals`` (field == value), ``in`` (field is one of value), ``nonempty`` (field is
-    present and not null/false/empty) or ``nonzero`` (field is a number other than 0).
+    present and not null/false/0/empty) or ``nonzero`` (field is a number other than 0).
     ``kind="text"`` rules apply a regular expression to a result that is not a JSON object, at the
     ``start`` (after leading whitespace) or ``anywhere``. ``tools`` limits a rule to tool names
     (shell-style globs); empty means every tool. ``status`` is what the rule decides.

@@ -80,6 +80,9 @@ def _nonempty(value: Any) -> bool:
         return value.strip() != ""
     if isinstance(value, (list, dict)):
         return len(value) > 0
+    if isinstance(value, (int, float)):
+        # An error code of 0 is the usual way to say "no error" ({"error": 0, "data": ...}).
+        return value != 0
     return True
 
 
