@@ -160,6 +160,7 @@ def test_reads_sessions_in_order_with_calls_paired(hermes_db: HermesDB, schema: 
         "messages": 7,
         "tool_calls": 2,
         "tool_results": 2,
+        "user_tool_calls": 0,
         "skipped": {},
     }
 
@@ -492,6 +493,25 @@ def test_system_prompt_goes_into_metadata(hermes_db: HermesDB) -> None:
     assert s1.metadata["title"] == "Fix parser"
     assert "system_prompt" not in s2.metadata  # NULL is absent, not None
     assert find_session(hermes_db.source, "s1").metadata["system_prompt"].startswith("You are Hermes")
+
+
+def test_system_prompt_from_the_shared_prompt_table(hermes_db: HermesDB) -> None:
+    # Hermes schema 25 and later keep each prompt once in system_prompts and only its hash on the
+    # session; rows not yet moved keep the inline copy, which wins.
+    hermes_db.create("late")
+    hermes_db.conn.execute("ALTER TABLE sessions ADD COLUMN system_prompt_hash TEXT")
+    hermes_db.conn.execute("CREATE TABLE system_prompts (hash TEXT PRIMARY KEY, prompt TEXT NOT NULL)")
+    hermes_db.insert("system_prompts", hash="h1", prompt="You are Hermes (shared prompt).")
+    hermes_db.session("s1", system_prompt_hash="h1")
+    hermes_db.session("s2", system_prompt="Inline prompt.", system_prompt_hash="h1")
+    hermes_db.session("s3", system_prompt_hash="missing")
+    hermes_db.message("s1", "user", "hi")
+    (s1, s2, s3), report = read(hermes_db.source)
+    assert s1.metadata["system_prompt"] == "You are Hermes (shared prompt)."
+    assert s2.metadata["system_prompt"] == "Inline prompt."
+    assert "system_prompt" not in s3.metadata
+    assert find_session(hermes_db.source, "s1").metadata["system_prompt"] == "You are Hermes (shared prompt)."
+    assert (report.sessions, report.messages, dict(report.skipped)) == (3, 1, {})
 
 
 def _read_shard(source: str, report: ReadReport, bounds: tuple[Any, Any]) -> list[Any]:

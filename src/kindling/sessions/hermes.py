@@ -102,13 +102,16 @@ def read_hermes_sqlite(
         message_columns = _sqlite_columns(connections[0], "messages")
         session_columns = _sqlite_columns(connections[1], "sessions")
         _require_tables(str(db_path), message_columns, session_columns)
+        prompts = _has_prompt_table(session_columns, _sqlite_columns(connections[1], "system_prompts"))
     except sqlite3.Error as exc:
         _close_all(connections)
         raise SourceError(_sqlite_problem(db_path, exc, timeout_ms), path=db_path) from exc
     except SourceError:
         _close_all(connections)
         raise
-    return _read_sqlite(connections, db_path, message_columns, session_columns, report, session_id, shard)
+    return _read_sqlite(
+        connections, db_path, message_columns, session_columns, report, session_id, shard, prompts
+    )
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
@@ -151,12 +154,30 @@ def _sqlite_problem(path: Path, exc: sqlite3.Error, timeout_ms: int) -> str:
     return f"Cannot read {path}: {text}."
 
 
-def _select_lists(message_columns: dict[str, str], session_columns: dict[str, str]) -> tuple[str, str, str]:
+def _has_prompt_table(session_columns: dict[str, str], prompt_columns: dict[str, str]) -> bool:
+    """True when system prompts live in their own table (Hermes schema 25 and later).
+
+    Those versions store each prompt once in ``system_prompts(hash, prompt)`` and keep only
+    ``sessions.system_prompt_hash``; ``sessions.system_prompt`` stays for rows not yet moved.
+    """
+    return "system_prompt_hash" in session_columns and {"hash", "prompt"} <= prompt_columns.keys()
+
+
+def _select_lists(
+    message_columns: dict[str, str], session_columns: dict[str, str], prompts: bool = False
+) -> tuple[str, str, str]:
     order = "id" if "id" in message_columns else "rowid"
     message_select = ", ".join(
         ["session_id", order, *(c if c in message_columns else "NULL" for c in MESSAGE_COLUMNS)]
     )
-    session_select = ", ".join(["id", *(c if c in session_columns else "NULL" for c in SESSION_COLUMNS)])
+    selected = {c: (c if c in session_columns else "NULL") for c in SESSION_COLUMNS}
+    if prompts:
+        # The prompt as Hermes itself resolves it: the inline copy, else the shared one by its hash.
+        shared = "(SELECT p.prompt FROM system_prompts p WHERE p.hash = sessions.system_prompt_hash)"
+        selected["system_prompt"] = (
+            f"COALESCE(sessions.system_prompt, {shared})" if "system_prompt" in session_columns else shared
+        )
+    session_select = ", ".join(["id", *selected.values()])
     return message_select, session_select, order
 
 
@@ -168,8 +189,9 @@ def _read_sqlite(
     report: ReadReport,
     session_id: str | None,
     shard: tuple[Any, Any] | None = None,
+    prompts: bool = False,
 ) -> Iterator[Session]:
-    message_select, session_select, order = _select_lists(message_columns, session_columns)
+    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
     conditions = ["active = 1"] if "active" in message_columns else []
     params: tuple[Any, ...] = ()
     session_where = ""
@@ -295,8 +317,15 @@ def read_hermes_postgres(
     in ``read_hermes_sqlite``. Raises SourceError when the server cannot be reached or the database
     has no Hermes tables.
     """
+    import psycopg
+
     conn, label, message_columns, session_columns = _pg_open(url)
-    return _read_postgres(conn, label, message_columns, session_columns, report, session_id, shard)
+    try:
+        prompts = _has_prompt_table(session_columns, _pg_columns(conn, "system_prompts"))
+    except psycopg.Error as exc:
+        conn.close()
+        raise SourceError(f"Cannot read {label}: {str(exc).strip()}", path=label) from exc
+    return _read_postgres(conn, label, message_columns, session_columns, report, session_id, shard, prompts)
 
 
 def _pg_open(url: str) -> tuple[Any, str, dict[str, str], dict[str, str]]:
@@ -351,10 +380,11 @@ def _read_postgres(
     report: ReadReport,
     session_id: str | None,
     shard: tuple[Any, Any] | None = None,
+    prompts: bool = False,
 ) -> Iterator[Session]:
     import psycopg
 
-    message_select, session_select, order = _select_lists(message_columns, session_columns)
+    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
