@@ -474,3 +474,37 @@ def test_sharegpt_bare_tool_results_are_kept_whole(tmp_path: Path) -> None:
     (session,), _ = read(jsonl(tmp_path / "t.jsonl", record))
     assert session.messages[2].content == '{"content": "x = 1", "total_lines": 1}'
     assert session.metadata["source"] == "hermes-agent"
+
+
+def test_sharegpt_as_hermes_writes_it_keeps_array_results_and_image_turns(tmp_path: Path) -> None:
+    # Hermes' trajectory writer: calls carry no ids, responses carry the session's real call ids,
+    # results that looked like JSON are embedded parsed (an array stays an array), and a user turn
+    # with an image keeps its content parts.
+    hits = [{"title": "Python 3.13", "url": "https://example.org/a"}, {"title": "PEP 703"}]
+    record = {
+        "conversations": [
+            {"from": "system", "value": "You are a function calling AI model."},
+            {
+                "from": "human",
+                "value": [{"type": "text", "text": "What is in this chart?"}, {"type": "image_url"}],
+            },
+            {
+                "from": "gpt",
+                "value": "<think>\n</think>\n"
+                '<tool_call>\n{"name": "web_search", "arguments": {"query": "python 3.13"}}\n</tool_call>',
+            },
+            {
+                "from": "tool",
+                "value": "<tool_response>\n"
+                + orjson.dumps({"tool_call_id": "call_9f2", "name": "web_search", "content": hits}).decode()
+                + "\n</tool_response>",
+            },
+        ],
+        "completed": True,
+    }
+    (session,), report = read(jsonl(tmp_path / "t.jsonl", record))
+    assert session.messages[1].content == "What is in this chart?\n[image]"
+    result = session.messages[3]
+    assert orjson.loads(result.content or "") == hits
+    assert (result.name, result.tool_call_id) == ("web_search", session.messages[2].tool_calls[0].id)
+    assert dict(report.skipped) == {}

@@ -274,11 +274,14 @@ def sharegpt_messages(turns: list[Any], report: ReadReport, session_id: str) -> 
     out: list[Message] = []
     pending: list[ToolCall] = []
     for index, turn in enumerate(turns):
-        if not isinstance(turn, dict) or not isinstance(turn.get("value", ""), (str, type(None))):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value", ""), (str, list, type(None))):
             report.skip("malformed_message")
             continue
         role = _SHAREGPT_ROLES.get(str(turn.get("from")))
         value = turn.get("value") or ""
+        if isinstance(value, list):
+            # Hermes writes a user turn's content as is, so a message with an image is a list of parts.
+            value = content_text(value) or ""
         if str(turn.get("from")) == "tool":
             out.extend(_tool_responses(value, pending, report))
             continue
@@ -334,7 +337,9 @@ def _tool_responses(value: str, pending: list[ToolCall], report: ReadReport) -> 
         if call is None:
             report.skip("orphan_tool_result")
             continue
-        text = content_text(content) if not isinstance(content, (dict, int, float, bool)) else dumps(content)
+        # Hermes parses a result that looks like JSON before wrapping it: an object or an array here
+        # was JSON text in the session (a list is not content parts: trajectories hold text only).
+        text = content if isinstance(content, str) or content is None else dumps(content)
         out.append(Message("tool", text, (), call.id, call.name))
     return out
 
