@@ -415,6 +415,11 @@ def test_undetectable_and_unopenable_sources(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(UnknownFormatError, match="the file is empty"):
         iter_sessions(empty)
+    # A gzip file cut off before its first line decompresses to nothing: not "empty".
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(orjson.dumps({"messages": []}))[:10])
+    with pytest.raises(UnknownFormatError, match="gzip file cut off before its first line"):
+        iter_sessions(cut)
     text = tmp_path / "notes.txt"
     text.write_text("hello")
     with pytest.raises(UnknownFormatError, match="neither a SQLite database nor JSON"):

@@ -76,7 +76,12 @@ def detect_format(source: str | Path) -> str:
         return HERMES
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
-        raise UnknownFormatError(f"Cannot detect the format of {resolved}: the file is empty.", path=resolved)
+        problem = (
+            "the file is empty"
+            if _size(resolved) == 0
+            else "it holds no data (only whitespace, or a gzip file cut off before its first line)"
+        )
+        raise UnknownFormatError(f"Cannot detect the format of {resolved}: {problem}.", path=resolved)
     if text[:1] not in (b"{", b"["):
         raise UnknownFormatError(
             f"Cannot detect the format of {resolved}: it is neither a SQLite database nor JSON; "
@@ -110,6 +115,13 @@ def detect_format(source: str | Path) -> str:
         "(messages, conversations, traj, simulations); use --format to force one.",
         path=resolved,
     )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
 
 
 def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str | None:
