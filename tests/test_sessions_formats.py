@@ -223,6 +223,7 @@ def test_hermes_export(tmp_path: Path) -> None:
         "parent_session_id": None,
         "message_count": 4,
         "title": "Disk space",
+        "system_prompt": "You are Hermes Agent.",
         "messages": [
             {
                 "role": "user",
@@ -261,6 +262,7 @@ def test_hermes_export(tmp_path: Path) -> None:
         1767607500.0,
     )
     assert session.metadata["title"] == "Disk space"
+    assert session.metadata["system_prompt"] == "You are Hermes Agent."  # as the state.db reader keeps it
     assert [m.role for m in session.messages] == ["user", "assistant", "tool", "assistant"]
     assert session.messages[0].content == "free disk"
     assert session.messages[2].name == "terminal" and session.messages[2].tool_call_id == "t1"

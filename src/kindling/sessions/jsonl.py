@@ -147,7 +147,8 @@ def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
         session_id = str(record.get("id") or f"{path.name}:{number}")
         metadata = {
             key: record[key]
-            for key in ("title", "message_count", "tool_call_count", "user_id")
+            # The same session columns the state.db reader keeps.
+            for key in ("title", "message_count", "tool_call_count", "user_id", "system_prompt")
             if record.get(key) is not None
         }
         yield Session(
