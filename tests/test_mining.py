@@ -393,6 +393,13 @@ def test_max_sessions_stops_reading() -> None:
     consumed.clear()
     assert mine(stream(), max_sessions=0).examples == []
     assert consumed == []
+    # Stats only (max_examples=0, as kindling stats mines) honours the same stop.
+    stats_only = mine(stream(), max_sessions=2, max_examples=0)
+    assert (stats_only.stats.sessions, stats_only.sessions_mined, stats_only.examples) == (4, 2, [])
+    assert consumed == ["s0", "s1", "s2", "s3"]
+    consumed.clear()
+    assert mine(stream(), max_sessions=0, max_examples=0).stats.sessions == 0
+    assert consumed == []
 
 
 def test_stats_only_mode_and_reader_report() -> None:

@@ -228,7 +228,10 @@ def mine_partial(
     dumps = orjson.dumps
     classify_calls = tasks.classify_calls
 
-    if max_sessions == 0 and want_examples:
+    # The filters are judged when examples are kept, and also in stats-only mode when
+    # ``max_sessions`` needs to know which sessions count as mined.
+    judge = want_examples or max_sessions is not None
+    if max_sessions == 0:
         sessions = ()  # read nothing at all, not even one session
     for sequence, session in enumerate(sessions):
         messages = session.messages
@@ -239,14 +242,14 @@ def mine_partial(
         stats.cohort_sessions[cohort] += 1
         stats.cohort_messages[cohort] += count
 
-        eligible = want_examples
-        if eligible:
+        eligible = False
+        if judge:
             reason = _filter_reason(session, count, min_messages, sources, end_reasons, skip_zero_reward)
             if reason is not None:
                 filtered[reason] += 1
-                eligible = False
             else:
                 mined += 1
+                eligible = want_examples
         recency = session.started_at
 
         # Every call of the session by id: its open entry until a result answers it, then None.
@@ -360,7 +363,7 @@ def mine_partial(
                     names.append(name)
         unanswered += opened
         stats.task_types[classify_calls(names).value if names else NO_TOOLS] += 1
-        if max_sessions is not None and mined >= max_sessions and want_examples:
+        if max_sessions is not None and mined >= max_sessions:
             break
 
     stats.calls_unanswered = unanswered
