@@ -192,18 +192,8 @@ def _read_sqlite(
     prompts: bool = False,
 ) -> Iterator[Session]:
     message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
-    conditions = ["active = 1"] if "active" in message_columns else []
-    params: tuple[Any, ...] = ()
-    session_where = ""
-    if session_id is not None:
-        conditions.append("session_id = ?")
-        params = (session_id,)
-        session_where = " WHERE id = ?"
-    elif shard is not None:
-        message_range, session_range, params = _shard_conditions(shard, "?", "")
-        conditions.append(message_range)
-        session_where = f" WHERE {session_range}"
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    live = "active = 1" if "active" in message_columns else None
+    where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # Messages first: a session committed in between then shows up empty rather than its messages
     # showing up without their session.
     message_rows = _stream(
@@ -227,6 +217,30 @@ def _read_sqlite(
             with contextlib.suppress(sqlite3.Error):
                 rows.close()
         _close_all(connections)
+
+
+def _where_clauses(
+    live: str | None, session_id: str | None, shard: tuple[Any, Any] | None, mark: str, collate: str
+) -> tuple[str, str, tuple[Any, ...]]:
+    """Return the WHERE clauses (with their leading space, or empty) on messages and on sessions.
+
+    ``live`` is the condition for live (not compacted) rows, if the table has one; ``session_id``
+    limits the read to one session, else ``shard`` to a range of them. Both queries take the
+    returned parameters.
+    """
+    conditions = [live] if live is not None else []
+    params: tuple[Any, ...] = ()
+    session_where = ""
+    if session_id is not None:
+        conditions.append(f"session_id = {mark}")
+        params = (session_id,)
+        session_where = f" WHERE id = {mark}"
+    elif shard is not None:
+        message_range, session_range, params = _shard_conditions(shard, mark, collate)
+        conditions.append(message_range)
+        session_where = f" WHERE {session_range}"
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return where, session_where, params
 
 
 def _shard_conditions(shard: tuple[Any, Any], mark: str, collate: str) -> tuple[str, str, tuple[Any, ...]]:
@@ -388,21 +402,11 @@ def _read_postgres(
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
-    conditions = []
+    live = None
     if "active" in message_columns:
-        conditions.append("active" if message_columns["active"] == "boolean" else "active = 1")
-    params: tuple[Any, ...] = ()
-    session_where = ""
-    if session_id is not None:
-        conditions.append("session_id = %s")
-        params = (session_id,)
-        session_where = " WHERE id = %s"
-    elif shard is not None:
-        # The same C collation as the ORDER BY below, so a shard is a contiguous run of the order.
-        message_range, session_range, params = _shard_conditions(shard, "%s", ' COLLATE "C"')
-        conditions.append(message_range)
-        session_where = f" WHERE {session_range}"
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        live = "active" if message_columns["active"] == "boolean" else "active = 1"
+    # The same C collation as the ORDER BY below, so a shard is a contiguous run of the order.
+    where, session_where, params = _where_clauses(live, session_id, shard, "%s", ' COLLATE "C"')
     # C collation: byte order of UTF-8 equals Python's code-point order, which the merge relies on.
     message_sql = f'SELECT {message_select} FROM messages{where} ORDER BY session_id COLLATE "C", {order}'
     session_sql = f'SELECT {session_select} FROM sessions{session_where} ORDER BY id COLLATE "C"'
