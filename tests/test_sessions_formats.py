@@ -515,3 +515,54 @@ def test_sharegpt_as_hermes_writes_it_keeps_array_results_and_image_turns(tmp_pa
     assert orjson.loads(result.content or "") == hits
     assert (result.name, result.tool_call_id) == ("web_search", session.messages[2].tool_calls[0].id)
     assert dict(report.skipped) == {}
+
+
+def tau2_results(simulations: list[Any] | None, tasks: int = 0) -> dict[str, Any]:
+    """A tau2-bench Results document in the order tau2 writes it: run info, tasks, simulations."""
+    info = {
+        "git_commit": "abc",
+        "num_trials": 1,
+        "user_info": {"implementation": "user_simulator", "llm": "gpt-4.1"},
+        "agent_info": {"implementation": "llm_agent", "llm": "gpt-4.1"},
+        "environment_info": {"domain_name": "telecom", "policy": "# Telecom policy\n" * 50},
+    }
+    task = {"id": "t", "user_scenario": {"instructions": {"reason_for_call": "No signal. " * 40}}}
+    document: dict[str, Any] = {
+        "timestamp": "2026-01-05T10:00:00",
+        "info": info,
+        "tasks": [{**task, "id": f"t{n}"} for n in range(tasks)],
+    }
+    if simulations is not None:
+        document["simulations"] = simulations
+    return document
+
+
+def test_tau2_results_with_simulations_far_down_are_detected(tmp_path: Path) -> None:
+    # tau2 writes its results indented, with "simulations" after hundreds of tasks: past the
+    # part of the file detection reads.
+    path = tmp_path / "results.json"
+    path.write_bytes(orjson.dumps(tau2_results(TAU2["simulations"], tasks=600), option=orjson.OPT_INDENT_2))
+    assert path.read_bytes().index(b'"simulations"') > 256 * 1024
+    assert detect_format(path) == "tau2-bench"
+    sessions, _ = read(path)
+    assert [s.id for s in sessions] == ["sim-1"]
+
+
+def test_tau2_directory_format_reads_each_simulation_file(tmp_path: Path) -> None:
+    # tau2's "dir" format: results.json without simulations, one file per simulation beside it.
+    path = tmp_path / "results.json"
+    path.write_bytes(orjson.dumps(tau2_results(None), option=orjson.OPT_INDENT_2))
+    sims = tmp_path / "simulations"
+    sims.mkdir()
+    first = TAU2["simulations"][0]
+    (sims / "sim-1.json").write_bytes(orjson.dumps(first, option=orjson.OPT_INDENT_2))
+    (sims / "sim-2.json").write_bytes(orjson.dumps({**first, "id": "sim-2", "trial": 1}))
+    (sims / "sim-3.json").write_bytes(b'{"id": "sim-3", "messages": [')
+    assert detect_format(path) == "tau2-bench"
+    sessions, report = read(path)
+    assert [(s.id, s.model, s.metadata["trial"]) for s in sessions] == [
+        ("sim-1", "gpt-4.1", 0),
+        ("sim-2", "gpt-4.1", 1),
+    ]
+    assert report.skipped["truncated_file"] == 1
+    assert (report.tool_calls, report.user_tool_calls) == (4, 2)

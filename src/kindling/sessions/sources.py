@@ -34,6 +34,9 @@ _PEEK_BYTES = 256 * 1024
 # session export rather than a plain OpenAI chat log.
 _HERMES_SESSION_KEYS = frozenset({"source", "started_at", "end_reason", "parent_session_id", "message_count"})
 
+# Keys of the run info at the top of a tau2-bench results file ({"timestamp", "info": {...}, ...}).
+_TAU2_INFO_KEYS = (b'"info"', b'"user_info"', b'"agent_info"')
+
 Reader = Callable[[Path, ReadReport], Iterator[Session]]
 
 
@@ -101,8 +104,10 @@ def detect_format(source: str | Path) -> str:
         found = _format_of_object(first[0], in_array=True)
         if found is not None:
             return found
-    # A document spread over many lines: judge by the keys near its start.
-    if b'"simulations"' in text:
+    # A document spread over many lines: judge by the keys near its start. tau2-bench writes its
+    # results indented with "simulations" last, after the run info and every task (often far past
+    # what is peeked here), so the keys of its run info near the top say tau2-bench too.
+    if b'"simulations"' in text or all(key in text for key in _TAU2_INFO_KEYS):
         return TAU2_BENCH
     if b'"traj"' in text:
         return TAU_BENCH

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kindling.errors import SourceError
 from kindling.sessions.convert import content_text, messages_from_dicts, normalize_role, parse_arguments
 from kindling.sessions.jsonl import _epoch, _probe, _read_document
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
@@ -83,7 +84,11 @@ def _tau2_bench(path: Path, report: ReadReport) -> Iterator[Session]:
     if document is None:
         return
     simulations = document.get("simulations") if isinstance(document, dict) else None
-    if not isinstance(simulations, list):
+    if simulations is None and isinstance(document, dict) and (path.parent / "simulations").is_dir():
+        # tau2-bench's directory format: results.json holds the run info, and each simulation is
+        # its own file in simulations/ next to it.
+        simulations = _simulation_files(path.parent / "simulations", report)
+    if not isinstance(simulations, (list, Iterator)):
         report.skip("malformed_record")
         return
     model = _agent_model(document.get("info"))
@@ -106,6 +111,18 @@ def _tau2_bench(path: Path, report: ReadReport) -> Iterator[Session]:
             reward,
             {"task_id": sim.get("task_id"), "trial": sim.get("trial")},
         )
+
+
+def _simulation_files(directory: Path, report: ReadReport) -> Iterator[Any]:
+    """Yield each ``simulations/*.json`` document in name order, one file in memory at a time."""
+    for sim_path in sorted(directory.glob("*.json")):
+        try:
+            document = _read_document(sim_path, report)
+        except SourceError:
+            report.skip("unreadable_file")
+            continue
+        if document is not None:
+            yield document
 
 
 def _agent_model(info: Any) -> str | None:
