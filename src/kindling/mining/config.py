@@ -16,8 +16,12 @@ different file. Example::
       "task_keywords": {"research": ["literature", "survey"]},
       "trivial_tools": ["todo"],
       "keep_tools": ["memory"],
-      "skip_end_reasons": ["aborted"]
+      "skip_end_reasons": ["aborted"],
+      "secret_patterns": ["corp-[0-9a-f]{32}"]
     }
+
+``"redact_secrets": false`` keeps credentials in examples as they were (only for data that never
+leaves your machine).
 """
 
 from __future__ import annotations
@@ -120,6 +124,27 @@ DEFAULT_TOOL_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 
 DEFAULT_TRIVIAL_TOOLS: tuple[str, ...] = ("clarify", "memory", "fact_store", "fact_feedback")
+
+# A credential's name and the separator before its value: API_KEY=, "password": , token: ...
+_SECRET_NAME = (
+    r"(?i)(?:api[_-]?key|secret(?:[_-]?key)?|access[_-]?key|token|password|passwd|pwd)[\"']?\s*[:=]"
+)
+# Credentials hidden in kept examples (see kindling.mining.redact). A group named ``secret``
+# limits the replacement to that group, so the name before it stays readable.
+DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{16,})",
+    r"://[^/\s:@]+:(?P<secret>[^@\s/]+)@",
+    # name = value: a quoted value up to its closing quote, else up to a space or separator.
+    rf"{_SECRET_NAME}\s*\"(?!\[REDACTED\])(?P<secret>[^\"\n]{{4,}})\"",
+    rf"{_SECRET_NAME}\s*'(?!\[REDACTED\])(?P<secret>[^'\n]{{4,}})'",
+    rf"{_SECRET_NAME}[\"']?(?!\[REDACTED\])(?P<secret>[^\s\"',;]{{6,}})",
+)
 
 DEFAULT_SKIP_END_REASONS: tuple[str, ...] = ("error", "errored", "failed", "failure", "crashed", "exception")
 
@@ -315,7 +340,8 @@ class MiningConfig(BaseModel):
     Extra outcome rules run before the defaults (a rule with a default's name replaces it);
     ``disabled_rules`` turns rules off by name; ``tool_families`` and ``task_keywords`` add names
     to a family; ``trivial_tools`` adds to the trivial tools and ``keep_tools`` removes from them;
-    ``skip_end_reasons`` adds session end reasons whose sessions are not mined.
+    ``skip_end_reasons`` adds session end reasons whose sessions are not mined;
+    ``secret_patterns`` adds credentials to hide in examples, ``redact_secrets`` false hides none.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -327,6 +353,18 @@ class MiningConfig(BaseModel):
     trivial_tools: tuple[str, ...] = ()
     keep_tools: tuple[str, ...] = ()
     skip_end_reasons: tuple[str, ...] = ()
+    secret_patterns: tuple[str, ...] = ()
+    redact_secrets: bool = True
+
+    @field_validator("secret_patterns")
+    @classmethod
+    def _check_secret_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"secret pattern {pattern!r} is not a valid pattern: {exc}") from None
+        return value
 
     @field_validator("tool_families", "task_keywords")
     @classmethod
@@ -373,6 +411,15 @@ class MiningConfig(BaseModel):
     def trivial(self) -> frozenset[str]:
         """Return the effective trivial tools: defaults plus additions, minus ``keep_tools``."""
         return frozenset((*DEFAULT_TRIVIAL_TOOLS, *self.trivial_tools)) - frozenset(self.keep_tools)
+
+    def secrets(self) -> tuple[str, ...]:
+        """Return the patterns whose matches are hidden in examples: defaults plus the user's.
+
+        Empty when ``redact_secrets`` is false.
+        """
+        if not self.redact_secrets:
+            return ()
+        return DEFAULT_SECRET_PATTERNS + self.secret_patterns
 
     def end_reasons(self) -> frozenset[str]:
         """Return the session end reasons whose sessions are not mined (lower-case)."""

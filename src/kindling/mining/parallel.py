@@ -185,7 +185,7 @@ def mine_sources(
     for _partial, shard_report in parts:
         report.merge(shard_report)
     merged = merge_partials(partial for partial, _report in parts)
-    return finish(merged, max_examples=max_examples, report=report)
+    return finish(merged, max_examples=max_examples, report=report, config=config)
 
 
 def _chained(streams: list[Iterator[Session]], on_progress: ProgressCallback | None) -> Iterator[Session]:

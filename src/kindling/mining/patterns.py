@@ -21,6 +21,7 @@ import orjson
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.redact import SecretRedactor
 from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
 from kindling.mining.tasktype import TaskClassifier
 from kindling.sessions.model import ReadReport, Session, ToolCall
@@ -143,7 +144,7 @@ def mine(
         context_chars=context_chars,
         config=config,
     )
-    return finish(partial, max_examples=max_examples, report=report)
+    return finish(partial, max_examples=max_examples, report=report, config=config)
 
 
 def check_limits(
@@ -373,11 +374,22 @@ def mine_partial(
     return PartialMining(stats=stats, filtered=filtered, kept=kept, mined=mined)
 
 
-def finish(partial: PartialMining, *, max_examples: int, report: ReadReport | None = None) -> MiningResult:
+def finish(
+    partial: PartialMining,
+    *,
+    max_examples: int,
+    report: ReadReport | None = None,
+    config: MiningConfig | None = None,
+) -> MiningResult:
     """Return the ``MiningResult`` of a (merged) partial pass: totals, ranking, the cap.
 
-    ``report``'s skipped counts join the stats'. ``partial`` is consumed.
+    ``report``'s skipped counts join the stats'. Credentials in the kept examples are hidden with
+    ``config``'s secret patterns (default: the effective ``mining.json``). ``partial`` is consumed.
+    Raises ConfigError on a bad ``mining.json``.
     """
+    config = config if config is not None else load_mining_config()
+    patterns = config.secrets()
+    redactor = SecretRedactor(patterns) if patterns else None
     stats = partial.stats
     filtered = partial.filtered
     kept = partial.kept
@@ -394,7 +406,7 @@ def finish(partial: PartialMining, *, max_examples: int, report: ReadReport | No
     )
     if len(ranked) > max_examples:
         filtered["beyond_max_examples"] += len(ranked) - max_examples
-    examples = [_example(key, slot) for key, slot in ranked[:max_examples]]
+    examples = [_example(key, slot, redactor) for key, slot in ranked[:max_examples]]
     return MiningResult(
         examples=examples, stats=stats, filtered=filtered, sessions_mined=partial.mined, distinct=len(kept)
     )
@@ -502,10 +514,15 @@ def _pair_without_id(calls: dict[str, _Pending | None], name: str | None) -> _Pe
     return None
 
 
-def _example(key: tuple[str, bytes], slot: list[Any]) -> Example:
+def _example(key: tuple[str, bytes], slot: list[Any], redactor: SecretRedactor | None) -> Example:
     tool, canonical = key
     count, last_seen, _seq, result, context, session_id, source, position, raw = slot[:9]
     arguments: dict[str, Any] = {} if canonical.startswith(b"raw:") else orjson.loads(canonical)
+    if redactor is not None:
+        arguments = redactor.value(arguments)
+        result = redactor.text(result)
+        context = redactor.text(context)
+        raw = redactor.text(raw) if raw is not None else None
     return Example(
         tool_name=tool,
         arguments=arguments,

@@ -1,0 +1,70 @@
+"""Hide credentials in mined examples before they leave mining.
+
+Examples carry real tool results, arguments and user requests, and templates inject them into new
+sessions (possibly with another model provider, or shared with other people). A session that ran
+``cat .env`` or ``export OPENAI_API_KEY=...`` must not spread the key. Only the kept examples are
+redacted (at most ``max_examples`` of them, after ranking), so the mining hot path pays nothing and
+de-duplication still sees the real arguments. The patterns are data
+(``kindling.mining.config.DEFAULT_SECRET_PATTERNS``), extensible from ``mining.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+
+class SecretRedactor:
+    """Replaces what the patterns match with ``[REDACTED]``.
+
+    A pattern with a group named ``secret`` replaces only that group (so ``password=`` stays
+    readable); any other pattern replaces its whole match.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.patterns = tuple(patterns)
+        self._regexes = tuple(re.compile(pattern) for pattern in self.patterns)
+
+    def text(self, value: str) -> str:
+        """Return ``value`` with every secret the patterns find replaced."""
+        for regex in self._regexes:
+            if "secret" in regex.groupindex:
+                value = regex.sub(_keep_around_secret, value)
+            else:
+                value = regex.sub(REDACTED, value)
+        return value
+
+    def value(self, value: Any) -> Any:
+        """Return ``value`` (JSON-like: dicts, lists, strings) with secrets in its strings replaced."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {key: self._keyed(key, item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        return value
+
+    def _keyed(self, key: Any, item: Any) -> Any:
+        # An argument named like a credential ({"api_key": "..."}) is hidden whatever its value.
+        if isinstance(key, str) and isinstance(item, str) and item and _SECRET_KEY.search(key):
+            return REDACTED
+        return self.value(item)
+
+
+# A whole name part (api_key, DB_PASSWORD, auth-token, accessToken), so "bypass" or "max_tokens" is no secret.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_.-])(?i:pass(?:word|wd)?|secret|token|api[_-]?key|credentials?|private[_-]?key)$"
+    r"|(?<=[a-z])(?:Pass(?:word|wd)?|Secret|Token|ApiKey|Credentials?|PrivateKey)$"
+)
+
+
+def _keep_around_secret(match: re.Match[str]) -> str:
+    start, end = match.span("secret")
+    whole = match.group(0)
+    if start < 0:
+        return whole
+    offset = match.start()
+    return whole[: start - offset] + REDACTED + whole[end - offset :]
