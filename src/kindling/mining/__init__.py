@@ -7,6 +7,7 @@ in several worker processes, with the same result.
 
 from kindling.mining.config import (
     DEFAULT_OUTCOME_RULES,
+    DEFAULT_SECRET_PATTERNS,
     DEFAULT_TOOL_FAMILIES,
     DEFAULT_TRIVIAL_TOOLS,
     MiningConfig,
@@ -18,6 +19,7 @@ from kindling.mining.model import Example, Outcome, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier, classify_outcome
 from kindling.mining.parallel import default_workers, mine_source, mine_sources
 from kindling.mining.patterns import MiningResult, canonical_arguments, mine, truncate
+from kindling.mining.redact import SecretRedactor
 from kindling.mining.stats import MiningStats, cohort_of, compute_stats, wilson_interval
 from kindling.mining.tasktype import (
     TaskClassifier,
@@ -30,6 +32,7 @@ from kindling.mining.tasktype import (
 
 __all__ = [
     "DEFAULT_OUTCOME_RULES",
+    "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_TOOL_FAMILIES",
     "DEFAULT_TRIVIAL_TOOLS",
     "Example",
@@ -40,6 +43,7 @@ __all__ = [
     "OutcomeClassifier",
     "OutcomeRule",
     "OutcomeStatus",
+    "SecretRedactor",
     "TaskClassifier",
     "TaskType",
     "TextAccuracy",
