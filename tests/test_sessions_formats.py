@@ -566,3 +566,5 @@ def test_tau2_directory_format_reads_each_simulation_file(tmp_path: Path) -> Non
     ]
     assert report.skipped["truncated_file"] == 1
     assert (report.tool_calls, report.user_tool_calls) == (4, 2)
+    # The run directory itself names the same run, as tau2 accepts it.
+    assert [s.id for s in read(tmp_path)[0]] == ["sim-1", "sim-2"]

@@ -41,7 +41,8 @@ Reader = Callable[[Path, ReadReport], Iterator[Session]]
 
 
 def resolve_source(source: str | Path) -> str | Path:
-    """Return what ``source`` names: a URL unchanged, a Hermes home directory as its ``state.db``.
+    """Return what ``source`` names: a URL unchanged, a Hermes home directory as its ``state.db``,
+    a tau2-bench run directory as its ``results.json``.
 
     Raises SourceError when a path does not exist or a directory holds no ``state.db``.
     """
@@ -58,8 +59,12 @@ def resolve_source(source: str | Path) -> str | Path:
         state_db = path / "state.db"
         if state_db.is_file():
             return state_db
+        results = path / "results.json"
+        if results.is_file() and (path / "simulations").is_dir():
+            return results  # a tau2-bench run saved in its directory format
         raise SourceError(
-            f"Cannot read {path}: it is a directory without a state.db, so it is not a Hermes home.",
+            f"Cannot read {path}: it is a directory without a state.db, so it is not a Hermes home "
+            "(nor a tau2-bench run directory with results.json and simulations/).",
             path=path,
         )
     return path
