@@ -350,6 +350,7 @@ def test_renamed_ids_do_not_meet_other_warm_ids() -> None:
         ),
         ([{"role": "user", "tool_calls": [{"id": "a", "function": {"name": "t"}}]}], "not an assistant"),
         ("not a list", "list of messages"),
+        ([{"role": "tool", "tool_call_id": ["a"], "content": "x"}], "not a string"),
     ],
 )
 def test_validate_conversation_reports_protocol_breaks(messages: Any, problem: str) -> None:

@@ -98,6 +98,10 @@ def validate_conversation(messages: Sequence[Mapping[str, Any]], *, strict_ids: 
             call_id = message.get("tool_call_id")
             if not call_id:
                 raise ConversationError(f"Tool message {index} has no tool_call_id.", index=index)
+            if not isinstance(call_id, str):
+                raise ConversationError(
+                    f"Tool message {index} has a tool_call_id that is not a string.", index=index
+                )
             if call_id not in pending:
                 why = "was already answered" if call_id in seen else "does not match any earlier call"
                 raise ConversationError(
