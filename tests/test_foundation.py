@@ -75,3 +75,12 @@ def test_pg_url_is_a_fresh_database(pg_url: str) -> None:
 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
+
+
+def test_help_paragraphs_rewrap_to_the_terminal() -> None:
+    # Docstring line breaks must not survive into --help: a narrow terminal would show ragged lines.
+    result = CliRunner().invoke(app, ["stats", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "judged ok, failed or unknown by the outcome rules" in " ".join(result.output.split())
+    paragraph = next(line for line in result.output.splitlines() if "judged ok" in line)
+    assert "Sessions are grouped by length" in paragraph

@@ -36,6 +36,7 @@ app = typer.Typer(
     help="Experience from turn zero for tool-calling LLM agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
