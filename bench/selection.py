@@ -13,8 +13,9 @@ each held-out task, three rules choose examples under the same token budget:
                  the control that shows what relevance adds beyond covering many tools.
 
 It prints the mean tool recall of each rule (the share of the task's tools, among those the
-template knows, that the chosen examples cover) and kindling's recall as a ratio to each baseline,
-at warm-up's default of 8 examples and again at 2 and 4, where there is no room to cover every tool
+template knows, that the chosen examples cover), its precision (the share of the chosen examples
+whose tool the task really used: recall alone rewards showing every tool) and kindling's recall
+as a ratio to each baseline, at warm-up's default of 8 examples and again at 2 and 4, where there is no room to cover every tool
 and relevance has to do the choosing.
 ``--quick`` uses a small database and finishes in a few seconds.
 
@@ -60,6 +61,11 @@ def recall(chosen: set[str], used: set[str]) -> float | None:
     return len(chosen & used) / len(used) if used else None
 
 
+def precision(chosen_tools: list[str], used: set[str]) -> float | None:
+    """Share of the chosen examples whose tool the task really used; None when nothing was chosen."""
+    return sum(tool in used for tool in chosen_tools) / len(chosen_tools) if chosen_tools else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its figures; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure(
         max_examples: int, verbose: bool = False
-    ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    ) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[float]]]:
         rules: dict[str, list[float]] = {name: [] for name in orders}
+        precisions: dict[str, list[float]] = {name: [] for name in orders}
         sizes: dict[str, list[int]] = {name: [] for name in orders}
         for task, used_all, session_id in held_out:
             used = used_all & known
@@ -123,12 +130,15 @@ def main(argv: list[str] | None = None) -> int:
                 assert value is not None
                 rules[name].append(value)
                 sizes[name].append(len(chosen))
+                share = precision([e.tool_name for e in chosen], used)
+                if share is not None:
+                    precisions[name].append(share)
             if verbose:
                 row = "  ".join(f"{name} {values[-1]:.2f}" for name, values in rules.items())
                 print(f"{session_id[:12]:12}  used={','.join(sorted(used)):40.40}  {row}  | {task[:60]!r}")
-        return rules, sizes
+        return rules, sizes, precisions
 
-    rules, sizes = measure(args.max_examples, args.verbose)
+    rules, sizes, precisions = measure(args.max_examples, args.verbose)
     tasks = len(rules["kindling"])
     print(
         f"kindling selection benchmark ({'quick' if args.quick else 'full'}): {sessions} sessions, "
@@ -144,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in rules:
         print(
             f"  {name:14} mean tool recall {means[name]:.3f}   "
+            f"precision {statistics.fmean(precisions[name]) if precisions[name] else 0.0:.3f}   "
             f"(examples chosen: median {statistics.median(sizes[name]):.0f})"
         )
     for baseline in ("first-N", "most-frequent", "one-per-tool"):

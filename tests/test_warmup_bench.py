@@ -21,9 +21,10 @@ def run_bench(name: str) -> str:
 def test_selection_bench_prints_recall_for_every_rule() -> None:
     out = run_bench("selection.py")
     for rule in ("kindling", "first-N", "most-frequent", "one-per-tool"):
-        match = re.search(rf"{rule}\s+mean tool recall (\d\.\d+)", out)
+        match = re.search(rf"{rule}\s+mean tool recall (\d\.\d+)\s+precision (\d\.\d+)", out)
         assert match, out
         assert 0.0 <= float(match.group(1)) <= 1.0
+        assert 0.0 < float(match.group(2)) <= 1.0
     assert re.search(r"kindling / first-N: \d+\.\d+x tool recall", out), out
     for smaller in (2, 4):
         sweep = re.search(rf"at most {smaller} examples, mean tool recall: (.*)", out)
