@@ -353,6 +353,31 @@ def test_json_store_writes_nothing_outside_its_directory(tmp_path: Path) -> None
     assert {p.name for p in root.iterdir()} <= {"alpha.json", "alpha.json.lock"}
 
 
+def _start_together(commands: list[list[str]]) -> list[subprocess.Popen[str]]:
+    """Start one Python child per ``[code, *args]``, wait until each says "ready", then say "go" to all.
+
+    The children do their work at the same moment, so the test really races them.
+    """
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", *command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for command in commands
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return procs
+
+
 # --------------------------------------------------------------------------------- two processes
 
 CHILD = textwrap.dedent(
@@ -378,23 +403,7 @@ CHILD = textwrap.dedent(
 def test_two_processes_lose_no_update(target: str, store: TemplateStore) -> None:
     store.save(make_template("shared"))
     uses = 60
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHILD, target, "shared", str(uses), tag],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tag in ("p1", "p2")
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    procs = _start_together([[CHILD, target, "shared", str(uses), tag] for tag in ("p1", "p2")])
     # Read all the while: a reader must never meet a half-written template.
     reads = 0
     while any(proc.poll() is None for proc in procs):
@@ -434,23 +443,7 @@ FIRST_SAVE_CHILD = textwrap.dedent(
 
 
 def test_two_processes_creating_one_new_name_keep_every_version(target: str, store: TemplateStore) -> None:
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", FIRST_SAVE_CHILD, target, tag],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tag in ("p1", "p2")
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    procs = _start_together([[FIRST_SAVE_CHILD, target, tag] for tag in ("p1", "p2")])
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
