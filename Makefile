@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SAMPLE_DB := build/sample/state.db
 HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
 
-.PHONY: run test lint typecheck lock clean
+.PHONY: run test services lint typecheck lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,13 @@ run: $(VENV)/.run-installed
 	echo; echo "Warm start for the task: $(TASK)"; \
 	$(BIN)/kindling warm --auto --task "$(TASK)" --budget 1200
 
-## test: install dev extras, lint, type-check, run the whole suite
-test: $(VENV)/.dev-installed lint typecheck
+## test: install dev extras, start or install what the tests need, lint, type-check, run the whole suite
+test: $(VENV)/.dev-installed services lint typecheck
 	$(BIN)/python -m pytest
+
+## services: start the local PostgreSQL server when it is down, install Debian's chromium when it is missing
+services:
+	@scripts/test-services
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests bench
