@@ -236,3 +236,50 @@ def test_stats_on_tau2_uses_error_flags_and_ignores_the_simulated_users_calls(tm
     assert data["tools"]["get_usage"]["failures"] == 1 and data["tools"]["get_customer"]["failures"] == 0
     assert "toggle_airplane_mode" not in data["tools"]
     assert data["skipped"]["user_tool_call"] == 1
+
+
+def test_stats_plot_format_follows_the_extension(sample_db: Path, tmp_path: Path) -> None:
+    for name, magic in (("f.svg", b"<svg"), ("f.pdf", b"%PDF"), ("F.PNG", b"\x89PNG")):
+        target = tmp_path / name
+        result = CliRunner().invoke(app, ["stats", str(sample_db), "--plot", str(target), "--json"])
+        assert result.exit_code == 0, result.output
+        head = target.read_bytes()[:400]
+        assert magic in head, (name, head[:40])
+
+
+def test_stats_plot_unknown_extension_fails_before_reading(tmp_path: Path) -> None:
+    # The source does not exist either: the plot name is checked first, so that is the error shown.
+    result = CliRunner().invoke(app, ["stats", str(tmp_path / "nope.db"), "--plot", str(tmp_path / "x.jpg")])
+    assert result.exit_code != 0
+    assert "x.jpg" in result.stderr and ".svg" in result.stderr and "nope.db" not in result.stderr
+    assert not (tmp_path / "x.jpg").exists()
+
+
+def test_plot_labels_stay_inside_the_axes() -> None:
+    from kindling.mining.plot import draw_failure_rates
+    from kindling.mining.stats import COHORTS
+
+    def row(failures: int, results: int, low: float, high: float) -> dict[str, object]:
+        return {
+            "failure_rate": failures / results,
+            "failures": failures,
+            "results": results,
+            "ci_low": low,
+            "ci_high": high,
+            "sessions": 5,
+            "tools": {},
+        }
+
+    # The tallest bar reaches 100%: its label used to run into the top of the axes.
+    rows = [row(1, 10, 0.02, 0.4), row(9, 10, 0.6, 1.0), row(5, 10, 0.24, 0.76)]
+    stats = {"cohorts": {name: r for (name, _lo, _hi), r in zip(COHORTS, rows, strict=True)}, "tools": {}}
+    figure = draw_failure_rates(stats)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    axes = figure.axes[0]
+    box = axes.get_window_extent(renderer)
+    labels = [t for t in axes.texts if "/" in t.get_text()]
+    assert len(labels) == 3
+    for label in labels:
+        extent = label.get_window_extent(renderer)
+        assert extent.y1 <= box.y1, (label.get_text(), extent.y1, box.y1)

@@ -127,7 +127,11 @@ def register(app: typer.Typer) -> None:
         ] = None,
         plot: Annotated[
             Path | None,
-            typer.Option("--plot", help="Also draw failure rate by cohort to this PNG file.", dir_okay=False),
+            typer.Option(
+                "--plot",
+                help="Also draw failure rate by cohort to this file (.png, .svg or .pdf, by its extension).",
+                dir_okay=False,
+            ),
         ] = None,
         by_tool: Annotated[
             bool,
@@ -159,6 +163,10 @@ def register(app: typer.Typer) -> None:
         from kindling.mining import mine_sources
         from kindling.sessions.model import ReadReport
 
+        if plot is not None:
+            from kindling.mining.plot import plot_format
+
+            plot_format(plot)  # a bad extension fails before the sources are read, not after
         report = ReadReport()
         paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
         with progress_bar(show_progress(json_output)) as progress:

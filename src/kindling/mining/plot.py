@@ -1,7 +1,8 @@
-"""Draw failure rate by session-length cohort (optionally per tool) to a PNG, with Wilson intervals.
+"""Draw failure rate by session-length cohort (optionally per tool) to an image, with Wilson intervals.
 
-matplotlib is imported only when a plot is drawn, through its object API and the Agg canvas, so no
-global backend is switched and ``kindling --help`` never pays for it. The PNG is written atomically.
+The image format follows the file's extension (PNG, SVG or PDF). matplotlib is imported only when a plot
+is drawn, through its object API and the Agg canvas, so no global backend is switched and
+``kindling --help`` never pays for it. The file is written atomically.
 """
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ from kindling.fileio import write_atomic
 from kindling.mining.stats import COHORTS
 
 DEFAULT_TOP_TOOLS = 8
+# Extension -> matplotlib format. Agg's canvas writes each of these without a GUI backend.
+PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+# Room above the tallest error bar for its two-line label, as a share of that bar's top.
+_LABEL_HEADROOM = 0.22
+
+
+def plot_format(path: str | Path) -> str:
+    """Return the image format for ``path`` from its extension; raise ConfigError for any other."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        known = ", ".join(PLOT_FORMATS)
+        raise ConfigError(f"Cannot draw a plot to {str(path)!r}: the file name must end in {known}.")
+    return PLOT_FORMATS[suffix]
 
 
 def _bar(row: Mapping[str, Any]) -> tuple[float, float, float]:
@@ -28,12 +42,26 @@ def _bar(row: Mapping[str, Any]) -> tuple[float, float, float]:
 def plot_failure_rates(
     stats: Mapping[str, Any], path: str | Path, *, by_tool: bool = False, top: int = DEFAULT_TOP_TOOLS
 ) -> Path:
-    """Draw failure rate by cohort from ``stats`` (``MiningStats.as_dict()``) to the PNG ``path``.
+    """Draw failure rate by cohort from ``stats`` (``MiningStats.as_dict()``) to ``path``.
 
-    With ``by_tool`` one bar group per cohort holds the ``top`` most-called tools. Error bars are the
-    Wilson 95% intervals. Returns the path written. Raises ConfigError when matplotlib is missing and
-    StoreError when the file cannot be written.
+    The format follows the extension (.png, .svg or .pdf). With ``by_tool`` one bar group per cohort
+    holds the ``top`` most-called tools. Error bars are the Wilson 95% intervals. Returns the path
+    written. Raises ConfigError for another extension or when matplotlib is missing, and StoreError
+    when the file cannot be written.
     """
+    image_format = plot_format(path)
+    figure = draw_failure_rates(stats, by_tool=by_tool, top=top)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=image_format)
+    target = Path(path)
+    write_atomic(target, buffer.getvalue())
+    return target
+
+
+def draw_failure_rates(
+    stats: Mapping[str, Any], *, by_tool: bool = False, top: int = DEFAULT_TOP_TOOLS
+) -> Any:
+    """Return a matplotlib ``Figure`` (Agg canvas) of failure rate by cohort; see plot_failure_rates."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -94,11 +122,14 @@ def plot_failure_rates(
         axes.set_title("Tool failure rate by session length (Wilson 95% intervals)")
     axes.set_xticks(positions, labels)
     axes.set_ylabel("failure rate (failed / paired results)")
-    axes.set_ylim(bottom=0)
+    tops = [
+        row["ci_high"]
+        for name in names
+        for row in ([cohorts[name]] + (list(cohorts[name]["tools"].values()) if by_tool else []))
+        if row.get("ci_high") is not None
+    ]
+    # Labels sit above each error bar; without headroom the tallest one runs into the top axis.
+    axes.set_ylim(bottom=0, top=max([*tops, 0.01]) * (1 + _LABEL_HEADROOM))
     axes.yaxis.set_major_formatter(lambda value, _pos: f"{value:.0%}")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    target = Path(path)
-    write_atomic(target, buffer.getvalue())
-    return target
+    return figure
