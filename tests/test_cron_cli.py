@@ -93,7 +93,8 @@ def test_run_now_prints_the_result_and_fails_on_blocked(fake_openai: FakeOpenAI)
     code, out = _invoke("run", "report")
     assert code == 0, out
     assert "report" in out and "ok" in out
-    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    # Added while its endpoint reported a large window; the endpoint has since changed.
+    fake_openai.models = [{"id": "tiny", "context_length": 128_000}]
     code, out = _invoke(
         "add",
         "every 1d",
@@ -107,6 +108,7 @@ def test_run_now_prints_the_result_and_fails_on_blocked(fake_openai: FakeOpenAI)
         fake_openai.base_url,
     )
     assert code == 0, out
+    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
     code, out = _invoke("run", "small", "--json")
     assert code == 1
     assert json.loads(out)["status"] == "blocked"
@@ -155,7 +157,10 @@ def test_build_template_and_review_jobs_are_added_with_their_settings(tmp_path: 
     )  # fmt: skip
     assert code == 0, out
     assert json.loads(out)["args"]["template"] == "web-research"
-    code, out = _invoke("add", "every 1d", "--name", "nightly-review", "--kind", "review", "--json")
+    code, out = _invoke(
+        "add", "every 1d", "--name", "nightly-review", "--kind", "review", "--json",
+        "--model", "m", "--base-url", "http://127.0.0.1:9", "--context-length", "100000",
+    )  # fmt: skip
     assert code == 0, out
     assert json.loads(out)["args"]["session_id"] == "latest"
 
@@ -218,3 +223,158 @@ def test_every_command_has_help(command: str) -> None:
     code, out = _invoke(command, "--help")
     assert code == 0
     assert "Usage" in out and len(out) > 200
+
+
+def test_add_refuses_a_model_under_the_context_minimum(fake_openai: FakeOpenAI) -> None:
+    # From kindling's own table (gpt-4 has 8,192 tokens): refused with the run's own message.
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "old",
+        "--prompt",
+        "x",
+        "--model",
+        "openai/gpt-4",
+        "--base-url",
+        "http://127.0.0.1:9",
+    )
+    assert code != 0
+    assert "8,192-token context window" in out and "64,000" in out
+    # Reported by the endpoint.
+    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "small",
+        "--prompt",
+        "x",
+        "--model",
+        "tiny",
+        "--base-url",
+        fake_openai.base_url,
+    )
+    assert code != 0 and "2,048-token" in out
+    assert not default_jobs_path().exists(), "a refused job must not be stored"
+    # The override the message suggests works.
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "small",
+        "--prompt",
+        "x",
+        "--model",
+        "tiny",
+        "--base-url",
+        fake_openai.base_url,
+        "--context-length",
+        "100000",
+    )
+    assert code == 0, out
+
+
+def test_add_refuses_a_prompt_or_review_job_without_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KINDLING_CRON_MODEL", raising=False)
+    monkeypatch.delenv("KINDLING_CRON_BASE_URL", raising=False)
+    code, out = _invoke("add", "every 1d", "--name", "p", "--prompt", "x")
+    assert code != 0 and "needs a model and a base URL" in out
+    code, out = _invoke("add", "every 1d", "--name", "r", "--kind", "review")
+    assert code != 0 and "needs a model and a base URL" in out
+    assert not default_jobs_path().exists()
+
+
+def test_add_stores_relative_sources_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "b",
+        "--kind",
+        "build-template",
+        "--template",
+        "main",
+        "--source",
+        "runs/state.db",
+        "--source",
+        "postgresql://u:pw@h/db",
+        "--template-store",
+        "t.db",
+        "--json",
+    )
+    assert code == 0, out
+    args = json.loads(out)["args"]
+    assert args["sources"] == [str(tmp_path / "runs" / "state.db"), "postgresql://u:pw@h/db"]
+    assert args["store"] == str(tmp_path / "t.db")
+    assert JsonJobStore().get("b").args == args
+
+
+def test_edit_changes_only_what_is_given_and_checks_again(fake_openai: FakeOpenAI) -> None:
+    job = _add(fake_openai)
+    store = JsonJobStore()
+    before = store.get("report")
+    code, out = _invoke("edit", "report", "--model", "other-model", "--json")
+    assert code == 0, out
+    edited = json.loads(out)
+    assert edited["id"] == job["id"] and edited["model"] == "other-model"
+    after = store.get("report")
+    # Untouched settings and the schedule stay as they were.
+    assert (
+        after.model == "other-model"
+        and after.prompt == "Write the report."
+        and after.context_length == 100000
+    )
+    assert after.next_run_at == before.next_run_at and after.created_at == before.created_at
+
+    code, out = _invoke("edit", "report", "--schedule", "every 2h", "--json")
+    assert code == 0, out
+    rescheduled = store.get("report")
+    assert rescheduled.schedule == "every 2h" and rescheduled.next_run_at != before.next_run_at
+
+    code, out = _invoke("edit", "report", "--schedule", "not a schedule")
+    assert code != 0 and store.get("report").schedule == "every 2h"
+    code, out = _invoke("edit", "report")
+    assert code != 0 and "at least one setting" in out
+    code, out = _invoke("edit", "nope", "--model", "x")
+    assert code != 0 and "No job 'nope'" in out
+
+
+def test_edit_fixes_a_job_the_context_guard_blocks(fake_openai: FakeOpenAI) -> None:
+    fake_openai.models = [{"id": "tiny", "context_length": 128_000}]
+    code, out = _invoke(
+        "add",
+        "every 1d",
+        "--name",
+        "small",
+        "--prompt",
+        "x",
+        "--model",
+        "tiny",
+        "--base-url",
+        fake_openai.base_url,
+    )
+    assert code == 0, out
+    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    code, out = _invoke("edit", "small", "--prompt", "y")
+    assert code != 0 and "context length" in out
+    assert JsonJobStore().get("small").prompt == "x"
+    code, out = _invoke("edit", "small", "--context-length", "200000")
+    assert code == 0, out
+    assert JsonJobStore().get("small").context_length == 200000
+
+
+def test_read_only_commands_create_nothing(tmp_path: Path, isolated_homes: Path) -> None:
+    home = isolated_homes / "kindling"
+    for args in (("list",), ("status",), ("path",), ("list", "--json"), ("status", "--json")):
+        code, out = _invoke(*args)
+        assert code == 0, (args, out)
+    assert not home.exists(), sorted(str(p) for p in home.rglob("*"))
+    missing = tmp_path / "jobs.db"
+    for args in (("list", "--db", str(missing)), ("status", "--db", str(missing))):
+        code, out = _invoke(*args)
+        assert code != 0 and "No job database" in out, out
+    code, out = _invoke("path", "--db", str(missing), "--json")
+    assert code == 0 and json.loads(out)["jobs"] == str(missing)
+    assert not missing.exists() and not list(tmp_path.iterdir())

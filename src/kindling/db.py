@@ -48,6 +48,23 @@ def normalize_url(target: str | Path) -> str:
     return url
 
 
+def sqlite_path(target: str | Path) -> Path | None:
+    """Return the file a SQLite path or ``sqlite:///`` URL names; None for other databases and memory."""
+    url = normalize_url(target)
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return None
+    return Path(url[len("sqlite:///") :])
+
+
+def missing_sqlite_file(target: str | Path) -> Path | None:
+    """Return the SQLite file ``target`` names when it does not exist yet (opening it would create it).
+
+    Read-only commands use this to say "nothing here yet" instead of creating an empty database.
+    """
+    path = sqlite_path(target)
+    return path if path is not None and not path.exists() else None
+
+
 def redact_url(target: str | Path) -> str:
     """Return ``target`` with any password replaced, for messages and logs."""
     if not is_url(target):
@@ -64,8 +81,9 @@ def create_engine(target: str | Path, **kwargs: Any) -> Engine:
     Raises StoreError when the URL cannot be parsed or its driver is missing.
     """
     url = normalize_url(target)
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        directory = Path(url[len("sqlite:///") :]).parent
+    path = sqlite_path(target)
+    if path is not None:
+        directory = path.parent
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

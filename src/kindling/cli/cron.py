@@ -36,10 +36,10 @@ DbOption = Annotated[
 RefArgument = Annotated[str, typer.Argument(help="The job's id or name.")]
 
 
-def _store(db: str | None) -> Any:
+def _store(db: str | None, *, create: bool = True) -> Any:
     from kindling.cron.jobs import open_job_store
 
-    return open_job_store(db)
+    return open_job_store(db, create=create)
 
 
 def _when(value: datetime | None) -> str:
@@ -64,6 +64,61 @@ def _warn_unreadable(store: Any) -> None:
         err_console.print(f"Skipped unreadable job {reason}", markup=False, highlight=False)
 
 
+ScheduleOption = Annotated[
+    Optional[str],
+    typer.Option("--schedule", help="When to run: '30m', 'every 2h', '0 9 * * 1-5', an ISO time."),
+]
+NameOption = Annotated[
+    Optional[str], typer.Option("--name", "-n", help="A unique job name (letters, digits, . _ -).")
+]
+PromptOption = Annotated[Optional[str], typer.Option("--prompt", "-p", help="The prompt of a prompt job.")]
+SkillOption = Annotated[
+    Optional[list[str]], typer.Option("--skill", help="A skill to include in the prompt (repeatable).")
+]
+ModelOption = Annotated[
+    Optional[str], typer.Option("--model", help="Model name, e.g. openai/gpt-4o or llama3.1.")
+]
+ProviderOption = Annotated[Optional[str], typer.Option("--provider", help="Provider, e.g. openai or ollama.")]
+BaseUrlOption = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint URL.")]
+ApiKeyEnvOption = Annotated[
+    Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the API key.")
+]
+ContextLengthOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--context-length", min=1, help="The model's context window; overrides the 64k minimum check."
+    ),
+]
+DeliverOption = Annotated[
+    Optional[str],
+    typer.Option("--deliver", help="An Apprise URL to send output to, or 'local' to only save it."),
+]
+RepeatOption = Annotated[
+    Optional[int], typer.Option("--repeat", min=1, help="Stop after this many runs (default: forever).")
+]
+TemplateOption = Annotated[
+    Optional[str], typer.Option("--template", help="build-template: the template to rebuild.")
+]
+SourceOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--source", help="build-template/review: a session source (relative paths are stored absolute)."
+    ),
+]
+TemplateStoreOption = Annotated[
+    Optional[str],
+    typer.Option("--template-store", help="build-template: the template store (default store)."),
+]
+SessionIdOption = Annotated[
+    Optional[str], typer.Option("--session-id", help="review: the session to review (default: latest).")
+]
+
+
+def _print_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
+
+
 @cron_app.command("add")
 def add_command(
     schedule: Annotated[
@@ -73,47 +128,34 @@ def add_command(
     kind: Annotated[
         str, typer.Option("--kind", "-k", help="What the job does: prompt, review or build-template.")
     ] = "prompt",
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The prompt of a prompt job.")] = "",
-    skills: Annotated[
-        Optional[list[str]], typer.Option("--skill", help="A skill to include in the prompt (repeatable).")
-    ] = None,
-    model: Annotated[str, typer.Option("--model", help="Model name, e.g. openai/gpt-4o or llama3.1.")] = "",
-    provider: Annotated[str, typer.Option("--provider", help="Provider, e.g. openai or ollama.")] = "",
-    base_url: Annotated[str, typer.Option("--base-url", help="OpenAI-compatible endpoint URL.")] = "",
-    api_key_env: Annotated[
-        str, typer.Option("--api-key-env", help="Name of the environment variable holding the API key.")
-    ] = "",
-    context_length: Annotated[
-        Optional[int],
-        typer.Option("--context-length", help="The model's context window; overrides the 64k minimum check."),
-    ] = None,
-    deliver: Annotated[
-        str, typer.Option("--deliver", help="An Apprise URL to send output to, or 'local' to only save it.")
-    ] = "local",
-    repeat: Annotated[
-        Optional[int], typer.Option("--repeat", min=1, help="Stop after this many runs (default: forever).")
-    ] = None,
-    template: Annotated[
-        str, typer.Option("--template", help="build-template: the template to rebuild.")
-    ] = "",
-    sources: Annotated[
-        Optional[list[str]], typer.Option("--source", help="build-template/review: a session source.")
-    ] = None,
-    template_store: Annotated[
-        str, typer.Option("--template-store", help="build-template: the template store (default store).")
-    ] = "",
-    session_id: Annotated[
-        str, typer.Option("--session-id", help="review: the session to review (default: latest).")
-    ] = "",
+    prompt: PromptOption = None,
+    skills: SkillOption = None,
+    model: ModelOption = None,
+    provider: ProviderOption = None,
+    base_url: BaseUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    context_length: ContextLengthOption = None,
+    deliver: DeliverOption = None,
+    repeat: RepeatOption = None,
+    template: TemplateOption = None,
+    sources: SourceOption = None,
+    template_store: TemplateStoreOption = None,
+    session_id: SessionIdOption = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Add a scheduled job and print it."""
+    """Add a scheduled job and print it.
+
+    The job is checked as its runs will be: prompt and review jobs need a model and an endpoint
+    (or KINDLING_CRON_MODEL and KINDLING_CRON_BASE_URL) and a context window of at least 64,000
+    tokens, unless --context-length says otherwise. A job that could never run is refused.
+    """
     from kindling.cron.jobs import make_job
+    from kindling.cron.scheduler import add_job
 
     args: dict[str, Any] = {}
     if kind == "build-template":
-        args = {"template": template, "sources": list(sources or []), "store": template_store or None}
+        args = {"template": template or "", "sources": list(sources or []), "store": template_store or None}
     elif kind == "review":
         args = {"source": (sources or [""])[0] or None, "session_id": session_id or "latest"}
     job = make_job(
@@ -121,18 +163,18 @@ def add_command(
         kind,
         schedule,
         repeat=repeat,
-        prompt=prompt,
+        prompt=prompt or "",
         skills=list(skills or []),
-        model=model,
-        provider=provider,
-        base_url=base_url,
-        api_key_env=api_key_env,
+        model=model or "",
+        provider=provider or "",
+        base_url=base_url or "",
+        api_key_env=api_key_env or "",
         context_length=context_length,
-        deliver=deliver,
+        deliver=deliver or "local",
         args=args,
     )
-    store = _store(db)
-    store.add(job)
+    warnings = add_job(_store(db), job)
+    _print_warnings(warnings)
     if json_output:
         print_json(job.to_dict())
         return
@@ -142,10 +184,81 @@ def add_command(
     )
 
 
+@cron_app.command("edit")
+def edit_command(
+    ref: RefArgument,
+    schedule: ScheduleOption = None,
+    name: NameOption = None,
+    prompt: PromptOption = None,
+    skills: SkillOption = None,
+    model: ModelOption = None,
+    provider: ProviderOption = None,
+    base_url: BaseUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    context_length: ContextLengthOption = None,
+    deliver: DeliverOption = None,
+    repeat: RepeatOption = None,
+    template: TemplateOption = None,
+    sources: SourceOption = None,
+    template_store: TemplateStoreOption = None,
+    session_id: SessionIdOption = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Change a job: only the options given change; the job keeps its id and history.
+
+    The changed job is checked like a new one. A new --schedule or --repeat gives it a new next run.
+
+    Example: kindling cron edit nightly --context-length 32000
+    """
+    from kindling.cron.scheduler import edit_job
+
+    given = {
+        "schedule": schedule,
+        "name": name,
+        "prompt": prompt,
+        "skills": skills,
+        "model": model,
+        "provider": provider,
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "context_length": context_length,
+        "deliver": deliver,
+        "repeat": repeat,
+    }
+    changes: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    args: dict[str, Any] = {}
+    if template is not None:
+        args["template"] = template
+    if template_store is not None:
+        args["store"] = template_store
+    if session_id is not None:
+        args["session_id"] = session_id
+    store = _store(db)
+    if sources is not None:
+        # build-template jobs read a list of sources, review jobs one.
+        kind = store.get(ref).kind
+        args.update({"sources": list(sources)} if kind == "build-template" else {"source": sources[0]})
+    if args:
+        changes["args"] = args
+    if not changes:
+        raise typer.BadParameter("Give at least one setting to change (see --help).")
+    job, warnings = edit_job(store, ref, changes)
+    _print_warnings(warnings)
+    if json_output:
+        print_json(job.to_dict())
+        return
+    console.print(
+        f"Changed job {job.name} ({job.id}): {', '.join(sorted(changes))}; next run {_when(job.next_run_at)}.",
+        markup=False,
+        highlight=False,
+    )
+
+
 @cron_app.command("list")
 def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     """List jobs with their schedule, next run and last status."""
-    store = _store(db)
+    store = _store(db, create=False)
     jobs = store.list()
     _warn_unreadable(store)
     if json_output:
@@ -248,7 +361,7 @@ def status_command(db: DbOption = None, json_output: JsonOption = False) -> None
     """Show the store, job counts, the next due job, the last run and failing jobs."""
     from kindling.cron.scheduler import scheduler_status
 
-    status = scheduler_status(_store(db))
+    status = scheduler_status(_store(db, create=False))
     if json_output:
         print_json(status)
         return
@@ -315,10 +428,15 @@ def daemon_command(
 @cron_app.command("path")
 def path_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     """Print where jobs and their output live."""
-    from kindling.cron.jobs import cron_dir, output_root
+    import os
 
-    store = _store(db)
-    paths = {"cron_dir": str(cron_dir()), "jobs": store.location, "output": str(output_root())}
+    from kindling.cron.jobs import cron_dir, default_jobs_path, output_root
+    from kindling.db import redact_url
+
+    # Where things are, without opening (and so creating) anything.
+    target = db or os.environ.get("KINDLING_CRON_DB")
+    jobs = redact_url(target) if target else str(default_jobs_path())
+    paths = {"cron_dir": str(cron_dir()), "jobs": jobs, "output": str(output_root())}
     if json_output:
         print_json(paths)
         return

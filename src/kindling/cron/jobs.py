@@ -28,7 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy.engine import Connection, Engine
 
 from kindling.config import kindling_home
-from kindling.db import apply_migrations, create_engine, is_url, normalize_url, redact_url, translate_errors
+from kindling.db import (
+    apply_migrations,
+    create_engine,
+    is_url,
+    missing_sqlite_file,
+    normalize_url,
+    redact_url,
+    translate_errors,
+)
 from kindling.errors import ConfigError, InvalidNameError, NotFoundError, ScheduleError, StoreError
 from kindling.fileio import file_lock, write_atomic
 
@@ -202,6 +210,11 @@ class JobStore(ABC):
     def tick_lock(self) -> contextlib.AbstractContextManager[bool]:
         """Hold the store's tick lock without waiting; the block receives False when it is held elsewhere."""
 
+    def tick_running(self) -> bool:
+        """True when a tick holds the lock now. Creates no file or directory when none is running."""
+        with self.tick_lock() as free:
+            return not free
+
     def get(self, ref: str) -> Job:
         """Return a job by id or name. Raises NotFoundError."""
         jobs = self.list()
@@ -217,6 +230,22 @@ class JobStore(ABC):
         """Return enabled jobs whose ``next_run_at`` is at or before ``now``, earliest first."""
         jobs = [j for j in self.list() if j.enabled and j.next_run_at is not None and j.next_run_at <= now]
         return sorted(jobs, key=lambda j: (j.next_run_at or now, j.created_at))
+
+
+def _absolute_path(value: Any) -> Any:
+    """A relative file path as an absolute one (a job runs from wherever the daemon was started)."""
+    if not isinstance(value, str) or not value or is_url(value):
+        return value
+    return os.path.abspath(os.path.expanduser(value))
+
+
+def _absolute_sources(args: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(args.get("sources"), list):
+        args["sources"] = [_absolute_path(source) for source in args["sources"]]
+    for key in ("source", "store"):
+        if args.get(key):
+            args[key] = _absolute_path(args[key])
+    return args
 
 
 def _apply(job: Job, changes: Mapping[str, Any]) -> Job:
@@ -360,7 +389,15 @@ class JsonJobStore(JobStore):
 
     def tick_lock(self) -> contextlib.AbstractContextManager[bool]:
         """A non-blocking file lock on ``jobs.json.tick.lock``."""
-        return _try_file_lock(self.path.with_name(self.path.name + ".tick.lock"))
+        return _try_file_lock(self._tick_lock_path)
+
+    @property
+    def _tick_lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".tick.lock")
+
+    def tick_running(self) -> bool:
+        """True when a tick holds the lock now; a tick creates the lock file, so no file means none."""
+        return self._tick_lock_path.exists() and super().tick_running()
 
 
 _metadata = sa.MetaData()
@@ -560,8 +597,11 @@ class SqlJobStore(JobStore):
         return _try_file_lock(db_path.with_name(db_path.name + ".tick.lock"))
 
 
-def open_job_store(target: str | Path | None = None) -> JobStore:
+def open_job_store(target: str | Path | None = None, *, create: bool = True) -> JobStore:
     """Open the job store named by ``target``.
+
+    With ``create=False`` (read-only commands) a SQLite file that does not exist is not created:
+    NotFoundError says so instead. A missing JSON file simply holds no jobs.
 
     None uses ``$KINDLING_CRON_DB`` when set, else ``$KINDLING_HOME/cron/jobs.json``. A ``.json`` path
     is a JSON file; any other path (e.g. ``jobs.db``) or a ``sqlite://`` / ``postgresql://`` URL is SQL.
@@ -573,7 +613,62 @@ def open_job_store(target: str | Path | None = None) -> JobStore:
         return JsonJobStore()
     if not is_url(target) and str(target).endswith(".json"):
         return JsonJobStore(target)
+    missing = None if create else missing_sqlite_file(target)
+    if missing is not None:
+        raise NotFoundError(
+            f"No job database at {missing} yet; `kindling cron add --db {missing}` creates it.",
+            kind="job store",
+            name=str(missing),
+        )
     return SqlJobStore(target)
+
+
+EDITABLE_FIELDS: tuple[str, ...] = (
+    "name",
+    "schedule",
+    "repeat",
+    "prompt",
+    "skills",
+    "model",
+    "provider",
+    "base_url",
+    "api_key_env",
+    "context_length",
+    "deliver",
+    "args",
+)
+
+
+def edited_job(job: Job, changes: Mapping[str, Any], *, now: datetime | None = None) -> Job:
+    """Return ``job`` with ``changes`` applied, validated as strictly as a new job.
+
+    ``changes`` may hold any of EDITABLE_FIELDS; ``repeat`` is a run count (None = forever) and
+    ``args`` is merged into the job's args. A new schedule or repeat count gets a new next run; the
+    job keeps its id, history and runs so far. Raises ConfigError, ScheduleError or InvalidNameError
+    like :func:`make_job`.
+    """
+    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ConfigError(f"Cannot edit job setting(s): {', '.join(unknown)}.")
+    fields: dict[str, Any] = {
+        key: getattr(job, key) for key in EDITABLE_FIELDS if key not in ("repeat", "args")
+    }
+    fields.update({key: value for key, value in changes.items() if key not in ("repeat", "args")})
+    args = {**job.args, **dict(changes.get("args") or {})}
+    reschedule = "schedule" in changes or "repeat" in changes
+    times = changes.get("repeat", job.repeat.times)
+    name, schedule = fields.pop("name"), fields.pop("schedule")
+    # An unchanged schedule is checked as of when the job was made: a one-off time that has since
+    # passed is the job's history, not a typo.
+    fresh = make_job(
+        name, job.kind, schedule, now=now if reschedule else job.created_at, repeat=times, args=args, **fields
+    )
+    data = job.model_dump()
+    data.update(fresh.model_dump(include={*EDITABLE_FIELDS} - {"repeat"}))
+    data["repeat"] = {"times": fresh.repeat.times, "completed": job.repeat.completed}
+    if reschedule:
+        data["next_run_at"] = fresh.next_run_at
+    return Job.model_validate(data)
 
 
 def make_job(
@@ -587,7 +682,8 @@ def make_job(
 ) -> Job:
     """Build a new, validated job whose first run follows from ``schedule`` (not yet stored).
 
-    One-off schedules run once unless ``repeat`` says otherwise. Raises ScheduleError for a bad
+    One-off schedules run once unless ``repeat`` says otherwise. Relative source and store paths in
+    ``args`` are stored absolute. Raises ScheduleError for a bad
     schedule or a one-off time already past, InvalidNameError for an unsafe name and ConfigError for missing kind settings or a
     delivery URL Apprise does not understand.
     """
@@ -608,7 +704,7 @@ def make_job(
     unknown = sorted(set(fields) - set(Job.model_fields))
     if unknown:
         raise ConfigError(f"Unknown job setting(s): {', '.join(unknown)}.")
-    args = dict(fields.pop("args", None) or {})
+    args = _absolute_sources(dict(fields.pop("args", None) or {}))
     if kind == "prompt" and not str(fields.get("prompt") or "").strip():
         raise ConfigError("A prompt job needs a prompt.")
     if kind == "build-template":

@@ -69,6 +69,23 @@ def _runtime(job: Job, model: str, base_url: str) -> Any:
     )
 
 
+def check_job(job: Job) -> list[str]:
+    """Check that ``job`` can ever run, with the same guards and messages its runs apply.
+
+    Prompt and review jobs need a model and a base URL (on the job, or KINDLING_CRON_MODEL and
+    KINDLING_CRON_BASE_URL) and a context window of at least MIN_CONTEXT_TOKENS, unless the job sets
+    its context length. Returns warnings (a window that cannot be found out). Raises ConfigError for
+    a missing endpoint and ModelContextError for a model under the minimum.
+    """
+    if job.kind not in ("prompt", "review"):
+        return []
+    model, base_url = _endpoint(job)
+    check = check_model_context(
+        model, base_url=base_url, api_key=job_api_key(job), config_context_length=job.context_length
+    )
+    return [check.note] if check.source == "unknown" and check.note else []
+
+
 def run_prompt_job(job: Job) -> RunOutcome:
     """Run a prompt job through the agent loop after the context and provider guards.
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kindling.cron.delivery import LOCAL, deliver, is_silent, render_output, save_output
-from kindling.cron.jobs import Job, JobStore, open_job_store
-from kindling.cron.runners import RUNNERS, RunOutcome
+from kindling.cron.jobs import Job, JobStore, edited_job, open_job_store
+from kindling.cron.runners import RUNNERS, RunOutcome, check_job
 from kindling.cron.schedule import as_utc, first_run, next_run_after, parse_schedule, utcnow
 from kindling.errors import KindlingError
 
@@ -217,6 +217,30 @@ def run_job_now(store: JobStore, ref: str, *, output_dir: Path | None = None) ->
     return execute_job(store, store.get(ref), output_dir=output_dir)
 
 
+def add_job(store: JobStore, job: Job) -> list[str]:
+    """Store a new job after checking it can ever run (:func:`check_job`); return its warnings.
+
+    Raises ConfigError, ModelContextError or InvalidNameError, and then stores nothing.
+    """
+    warnings = check_job(job)
+    store.add(job)
+    return warnings
+
+
+def edit_job(
+    store: JobStore, ref: str, changes: Mapping[str, Any], *, now: datetime | None = None
+) -> tuple[Job, list[str]]:
+    """Change a stored job (see :func:`edited_job`) after the same checks as a new job.
+
+    Returns the saved job and its warnings. Raises NotFoundError, or what make_job and check_job
+    raise, and then changes nothing.
+    """
+    job = edited_job(store.get(ref), changes, now=now)
+    warnings = check_job(job)
+    saved = store.update(ref, job.model_dump(exclude={"id", "created_at"}))
+    return saved, warnings
+
+
 def resume_changes(job: Job, *, now: datetime | None = None) -> dict[str, Any]:
     """Return the changes that resume a paused job: enabled, and a future next run for recurring jobs."""
     at = as_utc(now) if now is not None else utcnow()
@@ -271,8 +295,7 @@ def scheduler_status(store: JobStore | None = None, *, now: datetime | None = No
     upcoming = min(pending, key=lambda j: j.next_run_at or at, default=None)
     ran = [j for j in jobs if j.last_run_at is not None]
     last = max(ran, key=lambda j: j.last_run_at or at, default=None)
-    with store.tick_lock() as free:
-        tick_running = not free
+    tick_running = store.tick_running()
     return {
         "store": store.location,
         "jobs": len(jobs),
