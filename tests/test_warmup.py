@@ -33,7 +33,7 @@ from kindling.warmup import (
     warm,
     warm_conversation,
 )
-from kindling.warmup.build import truncate_to_tokens
+from kindling.warmup.build import FRAME_END, FRAME_INTRO, READABLE_RESULT_TOKENS, truncate_to_tokens
 
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
@@ -153,25 +153,60 @@ def test_failed_examples_are_not_selected() -> None:
 
 def test_selection_fills_but_never_exceeds_the_budget() -> None:
     examples = [ex(f"tool_{i}", f"task number {i}", "r" * 2000) for i in range(30)]
-    for budget in (0, 10, 50, 200, 2000, 10000):
+    shown = []
+    for budget in (0, 10, 50, 200, 600, 2000, 10000):
         selection = select_examples(examples, "task", budget=budget)
-        messages = build_conversation(
-            selection.examples, budget=budget, example_tokens=selection.example_tokens
-        )
+        messages = build_conversation(selection.shown, budget=budget, example_tokens=selection.example_tokens)
         assert estimate_conversation_tokens(messages) <= budget
-        assert len(messages) == 3 * len(selection.examples)
+        # Whole examples: request, call, result each; the block ends with the note.
+        assert len(messages) == (3 * len(selection.examples) + 1 if selection.examples else 0)
+        shown.append(len(selection.examples))
+    assert shown == sorted(shown)  # a bigger budget never shows fewer examples
     big = select_examples(examples, "task", budget=10000, max_examples=8)
     assert len(big.examples) == 8
     # Results far longer than a share of the budget are cut to fit it, with a marker.
     long = [ex(f"tool_{i}", f"task number {i}", "r" * 20000) for i in range(30)]
     selection = select_examples(long, "task", budget=10000, max_examples=8)
     assert len(selection.examples) == 8
-    rendered = build_conversation(selection.examples, budget=10000, example_tokens=selection.example_tokens)
+    rendered = build_conversation(selection.shown, budget=10000, example_tokens=selection.example_tokens)
     results = [m["content"] for m in rendered if m["role"] == "tool"]
     assert len(results) == 8
     assert all("…[truncated" in r and estimate_tokens(r) < 10000 // 8 for r in results)
     assert estimate_conversation_tokens(rendered) <= 10000
     assert not select_examples(examples, "task", budget=10).examples
+
+
+def test_a_small_budget_shows_fewer_whole_examples_never_stubs() -> None:
+    examples = [ex(f"tool_{i}", f"task number {i}", "result line. " * 200) for i in range(12)]
+    counts = []
+    for budget in (200, 300, 500, 800, 1200, 2000):
+        result = warm_conversation(Template(name="t", examples=examples), "task", budget=budget)
+        assert result.estimated_tokens <= budget
+        for message in result.messages:
+            if message["role"] == "tool":
+                # Never a ~10-character stub: at least the readable minimum of the real result.
+                assert estimate_tokens(message["content"]) >= READABLE_RESULT_TOKENS - 8
+                assert message["content"].startswith("result line.")
+        counts.append(len(result.tools))
+    assert counts == sorted(counts) and counts[0] < counts[-1]
+    assert counts[0] >= 1
+
+
+def test_no_request_repeats_within_a_warm_up() -> None:
+    shared = "Please sort out my order and the refund"
+    examples = [
+        ex("lookup", shared, "found", session_id="s1"),
+        ex("refund", shared, "refunded", session_id="s1"),
+        ex("notify", shared, "sent", session_id="s2"),
+        ex("lookup", "Another request", "found", session_id="s3", arguments={"id": 2}),
+    ]
+    for style in ("triples", "closed"):
+        messages = build_conversation(examples, style=style)
+        validate_conversation(messages, strict_ids=True)
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        assert len(users) == 2
+        assert sum(shared in u for u in users) == 1
+        assert len([m for m in messages if m.get("tool_calls")]) == 4
 
 
 def test_index_cache_tells_same_named_templates_apart() -> None:
@@ -247,12 +282,42 @@ def test_built_conversation_is_valid_with_safe_unique_ids(style: str) -> None:
     ids = [c["id"] for m in messages for c in m.get("tool_calls") or ()]
     assert len(ids) == len(set(ids)) == len(CODE_EXAMPLES)
     assert all(ID_RE.fullmatch(i) for i in ids)
-    per_example = 4 if style == "closed" else 3
-    assert len(messages) == 1 + per_example * len(CODE_EXAMPLES)
     if style == "closed":
+        # Each request closes with an assistant reply; the last one carries the end note.
+        assert len(messages) == 1 + 4 * len(CODE_EXAMPLES)
         roles = [m["role"] for m in messages[1:]]
         assert roles[:4] == ["user", "assistant", "tool", "assistant"]
         assert "worked" in messages[4]["content"]
+    else:
+        assert len(messages) == 1 + 3 * len(CODE_EXAMPLES) + 1
+
+
+@pytest.mark.parametrize("style", ["triples", "closed"])
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_the_block_is_framed_as_past_examples_in_every_style_and_format(style: str, fmt: str) -> None:
+    template = Template(name="t", examples=CODE_EXAMPLES, system_prompt_addendum="Be brief.")
+    result = warm_conversation(template, "fix the parser", style=style)
+    validate_conversation(result.messages, strict_ids=True)
+    conversation = [{"role": "system", "content": "S"}, {"role": "user", "content": "fix the parser"}]
+    merged = inject(conversation, result.messages)
+    validate_conversation(merged, strict_ids=True)
+    data = result.as_dict(fmt)
+    turns = data["messages"]
+
+    def text(turn: dict[str, Any]) -> str:
+        content = turn.get("content")
+        if isinstance(content, list):
+            return " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+        return str(content or "")
+
+    users = [text(t) for t in turns if t["role"] == "user" and text(t)]
+    assert users[0].startswith(FRAME_INTRO)
+    assert all(u.split("\n\n")[-1].startswith("Past request") for u in users)
+    assert turns[-1]["role"] == "assistant"
+    assert text(turns[-1]).endswith(FRAME_END)
+    if fmt == "anthropic":
+        roles = [t["role"] for t in to_anthropic(merged)["messages"]]
+        assert all(a != b for a, b in itertools.pairwise(roles))
 
 
 def test_unknown_style_is_an_error() -> None:

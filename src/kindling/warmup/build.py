@@ -1,14 +1,22 @@
-"""Turn chosen examples into OpenAI-format messages that every chat API accepts.
+"""Turn chosen examples into OpenAI-format messages that every chat API accepts, framed as the past.
+
+The block is marked as past examples: its first user message says the examples come from earlier
+sessions and are not this conversation, every request is labelled as a past one, and the block ends
+with an assistant note that the real conversation starts now, so a model never takes an example's
+request for the current user's words. Examples that share a request (calls of one past task) are
+shown under it once: no request text repeats within a warm-up.
 
 Two styles:
 
-- ``triples``: per example, a user request, an assistant tool call, and the tool result.
-- ``closed``: the same plus a one-line assistant reply after each result, for chat templates that
-  demand strict user/assistant alternation after a tool result.
+- ``triples``: per request, a user message, then each call and its tool result.
+- ``closed``: the same plus a one-line assistant reply after each request's last result, for chat
+  templates that demand an assistant turn after a tool result before the next user turn.
 
 An optional leading system message carries the template's addendum. Tool-call ids are unique,
-at most 40 characters, and use only ``[A-Za-z0-9_-]`` (the strictest providers' rule). Results and
-requests are truncated so each example fits its share of the budget, with a visible marker.
+at most 40 characters, and use only ``[A-Za-z0-9_-]`` (the strictest providers' rule). Examples are
+whole: a long result is shortened to the example's share of the budget but never below a readable
+minimum (``READABLE_RESULT_TOKENS``), and a request never below ``REQUEST_TOKENS``; an example that
+does not fit at that size is left out.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -26,7 +35,12 @@ from kindling.mining.model import Example, OutcomeStatus
 from kindling.warmup.tokens import estimate_message_tokens, estimate_tokens
 
 __all__ = [
+    "FRAME_END",
+    "FRAME_INTRO",
+    "READABLE_RESULT_TOKENS",
+    "REQUEST_TOKENS",
     "STYLES",
+    "Shown",
     "Style",
     "build_conversation",
     "render_example",
@@ -37,7 +51,17 @@ __all__ = [
 Style = Literal["triples", "closed"]
 STYLES: tuple[str, ...] = ("triples", "closed")
 MAX_ID_LENGTH = 40
-_SMALLEST_SHARE = 48  # below this an example is mostly overhead and markers
+# The smallest a shown result may be cut to (about 240 characters): shorter is a stub that teaches
+# nothing, so an example that does not fit at this size is dropped instead.
+READABLE_RESULT_TOKENS = 60
+# Requests are shown whole up to this size (about 600 characters), then cut with a marker.
+REQUEST_TOKENS = 150
+FRAME_INTRO = (
+    "[Past examples from earlier sessions, shown for reference. They are not this conversation, "
+    "and their users are not the current user.]"
+)
+PAST_REQUEST = "Past request"
+FRAME_END = "End of the past examples. The real conversation starts now."
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -76,6 +100,20 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Shown:
+    """One example to show and the request it is shown under (its past task's opening request)."""
+
+    example: Example
+    request: str = ""
+
+    @property
+    def request_text(self) -> str:
+        """The request as shown: the given one, else the example's own, else a plain instruction."""
+        text = (self.request or self.example.context).strip()
+        return text or f"Use {self.example.tool_name} for this step."
+
+
 def _arguments_json(example: Example) -> str:
     arguments: Any = dict(example.arguments)
     if not arguments and example.raw_arguments:
@@ -88,22 +126,29 @@ def _arguments_json(example: Example) -> str:
         return json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def _request_text(example: Example) -> str:
-    context = example.context.strip()
-    return context or f"Use {example.tool_name} for this step."
-
-
 def _closing_line(example: Example) -> str:
     if example.outcome is OutcomeStatus.FAILED:
         return f"{example.tool_name} failed; the error is above."
     return f"{example.tool_name} worked; the result is above."
 
 
-def _messages(
-    example: Example, call_id: str, style: Style, request: str, result: str
-) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": request},
+def shown_result(example: Example, max_tokens: int | None) -> str:
+    """Return the result text as shown: whole, or cut to ``max_tokens`` but never below the minimum."""
+    result = example.result or "(no output)"
+    if max_tokens is None:
+        return result
+    return truncate_to_tokens(result, max(max_tokens, READABLE_RESULT_TOKENS)) or "(no output)"
+
+
+def shown_request(text: str, number: int, *, first: bool) -> str:
+    """Return the user message of a past request: labelled, numbered, cut only when very long."""
+    body = truncate_to_tokens(text, REQUEST_TOKENS) or text[:8]
+    label = f"{PAST_REQUEST} {number}: {body}"
+    return f"{FRAME_INTRO}\n\n{label}" if first else label
+
+
+def _call_messages(example: Example, call_id: str, result: str) -> list[dict[str, Any]]:
+    return [
         {
             "role": "assistant",
             "content": None,
@@ -117,26 +162,54 @@ def _messages(
         },
         {"role": "tool", "tool_call_id": call_id, "content": result},
     ]
-    if style == "closed":
-        messages.append({"role": "assistant", "content": _closing_line(example)})
-    return messages
 
 
 def render_example(
     example: Example, call_id: str, *, style: Style = "triples", max_tokens: int | None = None
 ) -> list[dict[str, Any]]:
-    """Return the messages for one example: request, tool call, result (and a reply when closed).
+    """Return the messages for one example alone: request, tool call, result (and a reply when closed).
 
-    ``max_tokens`` is the example's share of the budget: the request is cut to a quarter of it
-    and the result to what is left after everything else (both with a visible marker).
+    ``max_tokens`` caps the result (never below ``READABLE_RESULT_TOKENS``). Unframed: use
+    ``build_conversation`` for a warm-up.
     """
-    request = _request_text(example)
-    result = example.result or "(no output)"
-    if max_tokens is not None:
-        request = truncate_to_tokens(request, max(max_tokens // 4, 8)) or f"Use {example.tool_name}."
-        fixed = sum(estimate_message_tokens(m) for m in _messages(example, call_id, style, request, ""))
-        result = truncate_to_tokens(result, max(max_tokens - fixed, 8)) or "(output truncated)"
-    return _messages(example, call_id, style, request, result)
+    messages = [
+        {"role": "user", "content": Shown(example).request_text},
+        *_call_messages(example, call_id, shown_result(example, max_tokens)),
+    ]
+    if style == "closed":
+        messages.append({"role": "assistant", "content": _closing_line(example)})
+    return messages
+
+
+def group_by_request(items: Sequence[Shown]) -> list[tuple[str, list[Example]]]:
+    """Return the examples grouped under their request text, groups in order of first appearance."""
+    groups: dict[str, list[Example]] = {}
+    for item in items:
+        groups.setdefault(item.request_text, []).append(item.example)
+    return list(groups.items())
+
+
+def example_cost(example: Example, result_tokens: int | None) -> int:
+    """Return the estimated tokens of one example's call and result (what it adds to its request)."""
+    call = _call_messages(example, tool_call_id("kw00000000", 99), shown_result(example, result_tokens))
+    return sum(estimate_message_tokens(m) for m in call)
+
+
+def request_cost(text: str, number: int, style: Style, *, first: bool) -> int:
+    """Return the estimated tokens a request adds: its user message (and the closing reply when closed)."""
+    cost = estimate_message_tokens({"role": "user", "content": shown_request(text, number, first=first)})
+    if style == "closed":
+        # The closing reply names a tool; a generous tool name keeps the estimate an upper bound.
+        cost += estimate_message_tokens({"role": "assistant", "content": _closing_line(_LONG_NAME)})
+    return cost
+
+
+_LONG_NAME = Example(tool_name="x" * 64)
+
+
+def frame_cost() -> int:
+    """Return the estimated tokens of the closing note (the intro is counted with the first request)."""
+    return estimate_message_tokens({"role": "assistant", "content": FRAME_END}) + 16
 
 
 def _salt(examples: Sequence[Example], seed: str) -> str:
@@ -159,8 +232,34 @@ def system_message(addendum: str, budget: int | None) -> dict[str, Any] | None:
     return {"role": "system", "content": text}
 
 
+def render_block(
+    items: Sequence[Shown], *, style: Style = "triples", result_tokens: int | None = None, seed: str = ""
+) -> list[dict[str, Any]]:
+    """Return the framed messages for ``items``: grouped by request, closed by the end note."""
+    if not items:
+        return []
+    salt = _salt([item.example for item in items], seed)
+    messages: list[dict[str, Any]] = []
+    index = 0
+    groups = group_by_request(items)
+    for number, (request, examples) in enumerate(groups, start=1):
+        messages.append({"role": "user", "content": shown_request(request, number, first=number == 1)})
+        for example in examples:
+            messages.extend(
+                _call_messages(example, tool_call_id(salt, index), shown_result(example, result_tokens))
+            )
+            index += 1
+        if style == "closed":
+            messages.append({"role": "assistant", "content": _closing_line(examples[-1])})
+    if messages[-1]["role"] == "assistant":
+        messages[-1]["content"] = f"{messages[-1]['content']} {FRAME_END}"
+    else:
+        messages.append({"role": "assistant", "content": FRAME_END})
+    return messages
+
+
 def build_conversation(
-    examples: Sequence[Example],
+    examples: Sequence[Example | Shown],
     *,
     style: str = "triples",
     system_prompt: str | None = None,
@@ -168,32 +267,19 @@ def build_conversation(
     example_tokens: int | None = None,
     seed: str = "",
 ) -> list[dict[str, Any]]:
-    """Return the warm conversation for ``examples``, in order, as OpenAI-format messages.
+    """Return the warm conversation for ``examples``, in order, as framed OpenAI-format messages.
 
-    With ``budget``, examples whose messages no longer fit are left out, so the estimated total
-    never exceeds it; ``example_tokens`` (each example's share, which its request and result are
-    truncated to fit) defaults to an equal share of the budget per example.
+    Items are examples (shown under their own request) or ``Shown`` pairs. ``example_tokens`` caps
+    each result (never below the readable minimum). With ``budget``, examples are dropped from the
+    end until the estimated total fits, so it never exceeds the budget.
     Raises ConversationError for an unknown style.
     """
     chosen_style = check_style(style)
-    messages: list[dict[str, Any]] = []
-    remaining = budget
+    items = [item if isinstance(item, Shown) else Shown(item) for item in examples]
     system = system_message(system_prompt or "", budget)
-    if system is not None:
-        messages.append(system)
-        if remaining is not None:
-            remaining -= estimate_message_tokens(system)
-    if example_tokens is None and remaining is not None and examples:
-        example_tokens = max(_SMALLEST_SHARE, remaining // len(examples))
-    salt = _salt(examples, seed)
-    for index, example in enumerate(examples):
-        rendered = render_example(
-            example, tool_call_id(salt, index), style=chosen_style, max_tokens=example_tokens
-        )
-        if remaining is not None:
-            cost = sum(estimate_message_tokens(m) for m in rendered)
-            if cost > remaining:
-                continue
-            remaining -= cost
-        messages.extend(rendered)
-    return messages
+    head = [system] if system is not None else []
+    while True:
+        messages = head + render_block(items, style=chosen_style, result_tokens=example_tokens, seed=seed)
+        if budget is None or not items or sum(estimate_message_tokens(m) for m in messages) <= budget:
+            return messages
+        items = items[:-1]

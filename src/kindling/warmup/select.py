@@ -17,7 +17,7 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,10 +25,13 @@ import numpy as np
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.templates.model import Template
 from kindling.warmup.build import (
+    READABLE_RESULT_TOKENS,
+    Shown,
     check_style,
-    render_example,
+    example_cost,
+    frame_cost,
+    request_cost,
     system_message,
-    tool_call_id,
 )
 from kindling.warmup.tokens import estimate_message_tokens
 
@@ -46,6 +49,7 @@ __all__ = [
 DEFAULT_BUDGET = 2000
 DEFAULT_MAX_EXAMPLES = 8
 _SMALLEST_EXAMPLE = 16  # three messages' overhead plus a few tokens: below this nothing fits
+_CALL_ALLOWANCE = 40  # what a call (name, arguments, id) typically costs beside its result
 _GIVE_UP_AFTER = 64  # consecutive candidates that did not fit before the fill stops looking
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
@@ -222,11 +226,68 @@ def rank_examples(
 
 @dataclass
 class Selection:
-    """Examples chosen for a task, in order, with the per-example token share used to render them."""
+    """Examples chosen for a task, in order, with the requests they are shown under.
+
+    ``example_tokens`` is the cap on each shown result (never below the readable minimum).
+    """
 
     examples: list[Example]
     example_tokens: int
     system_prompt: str | None
+    requests: list[str] = field(default_factory=list)
+
+    @property
+    def shown(self) -> list[Shown]:
+        """The chosen examples paired with their requests, ready for ``build_conversation``."""
+        requests = self.requests or [""] * len(self.examples)
+        return [Shown(e, r) for e, r in zip(self.examples, requests, strict=True)]
+
+
+def fill_budget(
+    candidates: Sequence[Shown],
+    *,
+    budget: int,
+    style: str = "triples",
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    system_prompt: str | None = None,
+) -> Selection:
+    """Return whole examples from ``candidates``, in order, while they fit ``budget`` tokens.
+
+    Each result is capped at an equal share of the budget (``budget / max_examples``) but never
+    below the readable minimum: when the budget is small, fewer examples are shown, never stubs.
+    An example whose request is already shown adds only its call and result.
+    Raises ConversationError for an unknown style.
+    """
+    chosen_style = check_style(style)
+    remaining = budget - frame_cost()
+    system = system_message(system_prompt or "", budget)
+    if system is not None:
+        remaining -= estimate_message_tokens(system)
+    slots = max(1, min(max_examples, len(candidates)))
+    result_tokens = max(READABLE_RESULT_TOKENS, remaining // slots - _CALL_ALLOWANCE)
+    chosen: list[Shown] = []
+    numbers: dict[str, int] = {}
+    misses = 0
+    for item in candidates:
+        if len(chosen) >= max_examples or remaining < _SMALLEST_EXAMPLE or misses >= _GIVE_UP_AFTER:
+            break
+        text = item.request_text
+        cost = example_cost(item.example, result_tokens)
+        if text not in numbers:
+            cost += request_cost(text, len(numbers) + 1, chosen_style, first=not numbers)
+        if cost > remaining:
+            misses += 1
+            continue
+        misses = 0
+        remaining -= cost
+        numbers.setdefault(text, len(numbers) + 1)
+        chosen.append(item)
+    return Selection(
+        [c.example for c in chosen],
+        result_tokens,
+        system["content"] if system else None,
+        [c.request for c in chosen],
+    )
 
 
 def select_examples(
@@ -240,38 +301,19 @@ def select_examples(
     index: ExampleIndex | None = None,
     order: Sequence[int] | None = None,
 ) -> Selection:
-    """Return the examples to inject for ``task``: ranked, diverse, filling at most ``budget`` tokens.
+    """Return the examples to inject for ``task``: ranked, diverse, whole, within ``budget`` tokens.
 
-    ``order`` overrides the ranking (used by the benchmark's baselines). Each example gets an
-    equal share of the budget (``budget / max_examples``) and its result is truncated to fit it.
-    Raises ConversationError for an unknown style.
+    ``order`` overrides the ranking (used by the benchmark's baselines). Raises ConversationError
+    for an unknown style.
     """
-    chosen_style = check_style(style)
     ranking = list(order) if order is not None else rank_examples(examples, task, index=index)
-    remaining = budget
-    system = system_message(system_prompt or "", budget)
-    if system is not None:
-        remaining -= estimate_message_tokens(system)
-    slots = max(1, min(max_examples, len(ranking)))
-    share = max(48, remaining // slots)
-    chosen: list[Example] = []
-    misses = 0
-    for i in ranking:
-        if len(chosen) >= max_examples or remaining < _SMALLEST_EXAMPLE or misses >= _GIVE_UP_AFTER:
-            break
-        example = examples[i]
-        # The id is a placeholder of the same length as the one build_conversation will use.
-        rendered = render_example(
-            example, tool_call_id("kw00000000", len(chosen)), style=chosen_style, max_tokens=share
-        )
-        cost = sum(estimate_message_tokens(m) for m in rendered)
-        if cost > remaining:
-            misses += 1
-            continue
-        misses = 0
-        remaining -= cost
-        chosen.append(example)
-    return Selection(chosen, share, system["content"] if system else None)
+    return fill_budget(
+        [Shown(examples[i]) for i in ranking],
+        budget=budget,
+        style=style,
+        max_examples=max_examples,
+        system_prompt=system_prompt,
+    )
 
 
 def _tag_overlap(template: Template, task_tokens: set[str]) -> int:

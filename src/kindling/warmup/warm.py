@@ -83,7 +83,7 @@ def warm_conversation(
         index=index_for(template),
     )
     messages = build_conversation(
-        selection.examples,
+        selection.shown,
         style=style,
         system_prompt=system_prompt,
         budget=budget,
