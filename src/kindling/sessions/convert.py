@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from kindling.sessions.files import epoch
 from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall, new_tool_call
 
 # Hermes stores list-shaped (multimodal) content as a string with one of these prefixes followed by
@@ -272,7 +273,7 @@ def message_from_dict(
         str(tool_call_id) if tool_call_id is not None else None,
         name if isinstance(name, str) else None,
         error if isinstance(error, bool) else None,
-        float(timestamp) if isinstance(timestamp, (int, float)) else None,
+        epoch(timestamp),
     )
 
 

@@ -24,7 +24,6 @@ import contextlib
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import orjson
 from kindling.config import env_int
 from kindling.errors import SourceError
 from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_calls_at
+from kindling.sessions.files import epoch
 from kindling.sessions.model import ROLES, Message, ReadReport, Session, _MessageInit, new_tool_call
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
@@ -662,7 +662,7 @@ def assemble_sessions(
         elif calls:
             calls_seen += len(calls)
         if stamp is not None and type(stamp) is not float:
-            stamp = _epoch(stamp)
+            stamp = epoch(stamp)
         built_message: Any = new_object(blank)
         built_message.role = role
         built_message.content = content
@@ -693,27 +693,11 @@ def _session(row: Sequence[Any], messages: list[Message]) -> Session:
         str(row[0]),
         str(row[1]) if row[1] is not None else "unknown",
         tuple(messages),
-        _epoch(row[3]),
-        _epoch(row[4]),
+        epoch(row[3]),
+        epoch(row[4]),
         row[5],
         row[2],
         str(row[6]) if row[6] is not None else None,
         None,
         metadata,
     )
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        return value.timestamp()
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        try:
-            return datetime.fromisoformat(str(value)).timestamp()
-        except ValueError:
-            return None

@@ -12,13 +12,11 @@ import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kindling.errors import SourceError
 from kindling.sessions.convert import (
     content_text,
     dumps,
@@ -26,8 +24,26 @@ from kindling.sessions.convert import (
     messages_from_dicts,
     parse_arguments,
 )
+from kindling.sessions.files import (
+    LEADING_BYTES,
+    bad_line_reason,
+    epoch,
+    open_lines,
+    peek,
+    probe,
+    read_document,
+)
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
-from kindling.sessions.sources import open_lines, peek
+from kindling.sessions.skips import (
+    MALFORMED_MESSAGE,
+    MALFORMED_RECORD,
+    MALFORMED_TOOL_CALL,
+    NOT_AN_OBJECT,
+    ORPHAN_TOOL_RESULT,
+    TOOL_CALL_WITHOUT_NAME,
+    TRUNCATED_FILE,
+    UNKNOWN_ROLE,
+)
 
 Record = tuple[int, dict[str, Any]]
 
@@ -41,15 +57,6 @@ _SHAREGPT_ROLES = {
     "gpt": "assistant",
     "assistant": "assistant",
 }
-
-
-def _probe(path: Path) -> None:
-    # Open once up front so an unreadable file fails when the read starts, not midway.
-    try:
-        with path.open("rb"):
-            pass
-    except OSError as exc:
-        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
 
 
 def iter_records(path: Path, report: ReadReport) -> Iterator[Record]:
@@ -70,56 +77,14 @@ def iter_records(path: Path, report: ReadReport) -> Iterator[Record]:
             try:
                 value = orjson.loads(line)
             except orjson.JSONDecodeError:
-                report.skip(_bad_line_reason(raw))
+                report.skip(bad_line_reason(raw))
                 continue
             if not isinstance(value, dict):
-                report.skip("not_an_object")
+                report.skip(NOT_AN_OBJECT)
                 continue
             yield number, value
     except (EOFError, gzip.BadGzipFile, zlib.error):
-        report.skip("truncated_file")
-
-
-def _bad_line_reason(raw: bytes) -> str:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "invalid_utf8"
-    return "malformed_json" if raw.endswith(b"\n") else "truncated_record"
-
-
-def _read_document(path: Path, report: ReadReport) -> Any:
-    """Parse a whole-file JSON document; None (counted) when it is not valid JSON."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise SourceError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, gzip.BadGzipFile, zlib.error):
-            report.skip("truncated_file")
-            return None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if "end of data" in str(exc):
-            report.skip("truncated_file")
-        else:
-            report.skip(_bad_line_reason(data + b"\n"))
-        return None
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+        report.skip(TRUNCATED_FILE)
 
 
 def _text(value: Any) -> str | None:
@@ -134,7 +99,7 @@ def read_hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    _probe(path)
+    probe(path)
     return _hermes_export(path, report)
 
 
@@ -142,7 +107,7 @@ def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
     for number, record in iter_records(path, report):
         messages = record.get("messages")
         if not isinstance(messages, list):
-            report.skip("malformed_record")
+            report.skip(MALFORMED_RECORD)
             continue
         session_id = str(record.get("id") or f"{path.name}:{number}")
         metadata = {
@@ -155,8 +120,8 @@ def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
             session_id,
             str(record.get("source") or "hermes"),
             _hermes_messages(messages, report, session_id),
-            _epoch(record.get("started_at")),
-            _epoch(record.get("ended_at")),
+            epoch(record.get("started_at")),
+            epoch(record.get("ended_at")),
             _text(record.get("end_reason")),
             _text(record.get("model")),
             _text(record.get("parent_session_id")),
@@ -187,7 +152,7 @@ def read_openai(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    _probe(path)
+    probe(path)
     return _openai(path, report)
 
 
@@ -195,7 +160,7 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
     for number, record in _records_or_array(path, report):
         messages = record.get("messages")
         if not isinstance(messages, list):
-            report.skip("malformed_record")
+            report.skip(MALFORMED_RECORD)
             continue
         session_id = str(record.get("id") or f"{path.name}:{number}")
         metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
@@ -203,7 +168,7 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
             session_id,
             "openai",
             messages_from_dicts(messages, report, session_id=session_id),
-            _epoch(record.get("created") or record.get("timestamp")),
+            epoch(record.get("created") or record.get("timestamp")),
             None,
             None,
             _text(record.get("model")),
@@ -212,21 +177,21 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
 
 
 def _records_or_array(path: Path, report: ReadReport) -> Iterator[Record]:
-    head = peek(path).lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = peek(path).lstrip(LEADING_BYTES)
     if not head.startswith(b"["):
         yield from iter_records(path, report)
         return
-    document = _read_document(path, report)
+    document = read_document(path, report)
     if document is None:
         return
     if not isinstance(document, list):
-        report.skip("malformed_record")
+        report.skip(MALFORMED_RECORD)
         return
     for index, item in enumerate(document, start=1):
         if isinstance(item, dict):
             yield index, item
         else:
-            report.skip("not_an_object")
+            report.skip(NOT_AN_OBJECT)
 
 
 # -------------------------------------------------------------------------------------- ShareGPT
@@ -240,7 +205,7 @@ def read_sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
     blocks. Calls without ids get stable synthetic ids and responses pair with calls in order.
     Raises SourceError when the file cannot be opened.
     """
-    _probe(path)
+    probe(path)
     return _sharegpt(path, report)
 
 
@@ -248,7 +213,7 @@ def _sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
     for number, record in _records_or_array(path, report):
         turns = record.get("conversations")
         if not isinstance(turns, list):
-            report.skip("malformed_record")
+            report.skip(MALFORMED_RECORD)
             continue
         session_id = str(record.get("id") or f"{path.name}:{number}")
         completed = record.get("completed")
@@ -262,7 +227,7 @@ def _sharegpt(path: Path, report: ReadReport) -> Iterator[Session]:
             session_id,
             "sharegpt",
             sharegpt_messages(turns, report, session_id),
-            _epoch(record.get("timestamp")),
+            epoch(record.get("timestamp")),
             None,
             end_reason,
             _text(record.get("model")),
@@ -276,7 +241,7 @@ def sharegpt_messages(turns: list[Any], report: ReadReport, session_id: str) -> 
     pending: list[ToolCall] = []
     for index, turn in enumerate(turns):
         if not isinstance(turn, dict) or not isinstance(turn.get("value", ""), (str, list, type(None))):
-            report.skip("malformed_message")
+            report.skip(MALFORMED_MESSAGE)
             continue
         role = _SHAREGPT_ROLES.get(str(turn.get("from")))
         value = turn.get("value") or ""
@@ -287,7 +252,7 @@ def sharegpt_messages(turns: list[Any], report: ReadReport, session_id: str) -> 
             out.extend(_tool_responses(value, pending, report))
             continue
         if role is None:
-            report.skip("unknown_role")
+            report.skip(UNKNOWN_ROLE)
             continue
         if role != "assistant":
             out.append(Message(role, value))  # type: ignore[arg-type]
@@ -305,11 +270,11 @@ def _tool_calls(value: str, report: ReadReport, prefix: str) -> tuple[ToolCall, 
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
-            report.skip("malformed_tool_call")
+            report.skip(MALFORMED_TOOL_CALL)
             continue
         name = data.get("name") if isinstance(data, dict) else None
         if not isinstance(name, str) or not name:
-            report.skip("tool_call_without_name")
+            report.skip(TOOL_CALL_WITHOUT_NAME)
             continue
         arguments, raw = parse_arguments(data.get("arguments"))
         call_id = data.get("id") or data.get("tool_call_id") or f"{prefix}:{number}"
@@ -336,7 +301,7 @@ def _tool_responses(value: str, pending: list[ToolCall], report: ReadReport) -> 
             content = data["content"]
         call = _match(pending, call_id, name)
         if call is None:
-            report.skip("orphan_tool_result")
+            report.skip(ORPHAN_TOOL_RESULT)
             continue
         # Hermes parses a result that looks like JSON before wrapping it: an object or an array here
         # was JSON text in the session (a list is not content parts: trajectories hold text only).

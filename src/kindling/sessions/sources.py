@@ -7,14 +7,13 @@ detected from the content, never from the file name alone; ``format=`` forces on
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
 
 from kindling.errors import NotFoundError, SourceError, UnknownFormatError
+from kindling.sessions.files import LEADING_BYTES, SQLITE_MAGIC, peek
 from kindling.sessions.model import ReadReport, Session
 
 HERMES = "hermes"
@@ -27,9 +26,6 @@ TAU2_BENCH = "tau2-bench"
 #: Every format name ``iter_sessions`` and ``--format`` accept.
 FORMATS: tuple[str, ...] = (HERMES, HERMES_EXPORT, SHAREGPT, OPENAI, TAU_BENCH, TAU2_BENCH)
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_GZIP_MAGIC = b"\x1f\x8b"
-_PEEK_BYTES = 256 * 1024
 # Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
 # session export rather than a plain OpenAI chat log.
 _HERMES_SESSION_KEYS = frozenset({"source", "started_at", "end_reason", "parent_session_id", "message_count"})
@@ -80,9 +76,9 @@ def detect_format(source: str | Path) -> str:
     if isinstance(resolved, str):
         return HERMES
     head = peek(resolved)
-    if head.startswith(_SQLITE_MAGIC):
+    if head.startswith(SQLITE_MAGIC):
         return HERMES
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    text = head.lstrip(LEADING_BYTES)
     if not text:
         problem = (
             "the file is empty"
@@ -146,41 +142,6 @@ def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str 
             return HERMES_EXPORT
         return OPENAI
     return None
-
-
-def peek(path: Path) -> bytes:
-    """Return the first bytes of ``path`` (decompressed when it is gzip). Raises SourceError."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_PEEK_BYTES)
-    except OSError as exc:
-        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-    if head.startswith(_GZIP_MAGIC):
-        # Decompress only the start: a truncated archive must still be detectable.
-        try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _PEEK_BYTES)
-        except zlib.error as exc:
-            raise SourceError(f"Cannot read {path}: it is not a valid gzip file ({exc}).", path=path) from exc
-    return head
-
-
-def open_lines(path: Path) -> Iterator[bytes]:
-    """Yield the raw lines of a file, transparently gunzipping gzip content.
-
-    Raises SourceError when the file cannot be opened. A gzip stream that ends early raises
-    ``EOFError`` (or ``gzip.BadGzipFile``) mid-iteration, for the caller to count.
-    """
-    try:
-        with path.open("rb") as probe:
-            compressed = probe.read(2) == _GZIP_MAGIC
-    except OSError as exc:
-        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-    if compressed:
-        with gzip.open(path, "rb") as handle:
-            yield from handle
-    else:
-        with path.open("rb") as handle:
-            yield from handle
 
 
 def _reader(fmt: str) -> Reader:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kindling.errors import SourceError
 from kindling.sessions.convert import content_text, messages_from_dicts, normalize_role, parse_arguments
-from kindling.sessions.jsonl import _epoch, _probe, _read_document
+from kindling.sessions.files import epoch, probe, read_document
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
 
 
@@ -35,12 +35,12 @@ def read_tau_bench(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    _probe(path)
+    probe(path)
     return _tau_bench(path, report)
 
 
 def _tau_bench(path: Path, report: ReadReport) -> Iterator[Session]:
-    document = _read_document(path, report)
+    document = read_document(path, report)
     if document is None:
         return
     if isinstance(document, dict):
@@ -75,12 +75,12 @@ def read_tau2_bench(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    _probe(path)
+    probe(path)
     return _tau2_bench(path, report)
 
 
 def _tau2_bench(path: Path, report: ReadReport) -> Iterator[Session]:
-    document = _read_document(path, report)
+    document = read_document(path, report)
     if document is None:
         return
     simulations = document.get("simulations") if isinstance(document, dict) else None
@@ -103,8 +103,8 @@ def _tau2_bench(path: Path, report: ReadReport) -> Iterator[Session]:
             session_id,
             "tau2-bench",
             tau2_messages(sim["messages"], report, session_id),
-            _epoch(sim.get("start_time")),
-            _epoch(sim.get("end_time")),
+            epoch(sim.get("start_time")),
+            epoch(sim.get("end_time")),
             sim.get("termination_reason") if isinstance(sim.get("termination_reason"), str) else None,
             model,
             None,
@@ -117,7 +117,7 @@ def _simulation_files(directory: Path, report: ReadReport) -> Iterator[Any]:
     """Yield each ``simulations/*.json`` document in name order, one file in memory at a time."""
     for sim_path in sorted(directory.glob("*.json")):
         try:
-            document = _read_document(sim_path, report)
+            document = read_document(sim_path, report)
         except SourceError:
             report.skip("unreadable_file")
             continue
@@ -161,7 +161,7 @@ def _tau2_message(item: Any, report: ReadReport, prefix: str, names: dict[str, s
         return None
     content = content_text(item.get("content"))
     error = item.get("error") if isinstance(item.get("error"), bool) else None
-    stamp = _epoch(item.get("timestamp"))
+    stamp = epoch(item.get("timestamp"))
     if role == "tool":
         call_id = item.get("id") or item.get("tool_call_id")
         if call_id is None or str(call_id) not in names:

@@ -1,0 +1,163 @@
+"""File input every session reader shares: open, peek, stream lines, parse a whole document, read times.
+
+A leaf module: it imports nothing from the readers, and every reader (and ``sources``, which only
+detects and dispatches) imports what it needs from here. Keeping these in one place means one
+answer to "what does a gzip file cut short count as" and one to "what time is this value".
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kindling.errors import SourceError
+from kindling.sessions.model import ReadReport
+from kindling.sessions.skips import INVALID_UTF8, MALFORMED_JSON, TRUNCATED_FILE, TRUNCATED_RECORD
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: How much of a file detection looks at.
+PEEK_BYTES = 256 * 1024
+#: What may precede the first JSON character: a UTF-8 byte order mark and white space.
+LEADING_BYTES = b"\xef\xbb\xbf \t\r\n"
+
+
+def probe(path: Path) -> None:
+    """Open ``path`` once and close it, so an unreadable file fails when a read starts, not midway.
+
+    Raises SourceError when it cannot be opened.
+    """
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+
+
+def peek(path: Path) -> bytes:
+    """Return the first bytes of ``path`` (decompressed when it is gzip). Raises SourceError."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(PEEK_BYTES)
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    if head.startswith(GZIP_MAGIC):
+        # Decompress only the start: a truncated archive must still be detectable.
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, PEEK_BYTES)
+        except zlib.error as exc:
+            raise SourceError(f"Cannot read {path}: it is not a valid gzip file ({exc}).", path=path) from exc
+    return head
+
+
+def open_lines(path: Path) -> Iterator[bytes]:
+    """Yield the raw lines of a file, transparently gunzipping gzip content.
+
+    Raises SourceError when the file cannot be opened. A gzip stream that ends early raises
+    ``EOFError`` (or ``gzip.BadGzipFile``) mid-iteration, for the caller to count.
+    """
+    try:
+        with path.open("rb") as first:
+            compressed = first.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    if compressed:
+        with gzip.open(path, "rb") as handle:
+            yield from handle
+    else:
+        with path.open("rb") as handle:
+            yield from handle
+
+
+def bad_line_reason(raw: bytes) -> str:
+    """The skip reason for a line that is not JSON: invalid UTF-8, cut short (no newline), or malformed."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return INVALID_UTF8
+    return MALFORMED_JSON if raw.endswith(b"\n") else TRUNCATED_RECORD
+
+
+def read_bytes(path: Path, report: ReadReport) -> bytes | None:
+    """Return the whole content of ``path``, gunzipped; None (counted as truncated_file) for a cut gzip.
+
+    Raises SourceError when the file cannot be read.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise SourceError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+    if data[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(data)
+        except (EOFError, gzip.BadGzipFile, zlib.error):
+            report.skip(TRUNCATED_FILE)
+            return None
+    return data
+
+
+def parse_document(data: bytes, report: ReadReport) -> Any:
+    """Parse a whole JSON document; None (counted once under its reason) when it is not valid JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "end of data" in str(exc):
+            report.skip(TRUNCATED_FILE)
+        else:
+            report.skip(bad_line_reason(data + b"\n"))
+        return None
+
+
+def read_document(path: Path, report: ReadReport) -> Any:
+    """Parse a whole-file JSON document (gzip or plain); None (counted) when it is not valid JSON.
+
+    Raises SourceError when the file cannot be read.
+    """
+    data = read_bytes(path, report)
+    return None if data is None else parse_document(data, report)
+
+
+def epoch(value: Any) -> float | None:
+    """Return ``value`` as seconds since the epoch, or None when it is no time.
+
+    Accepts numbers (seconds), numeric strings, ISO 8601 strings (a trailing ``Z`` is UTC) and
+    ``datetime`` objects. A time without a zone (an ISO string or a naive datetime) is taken as
+    UTC, so a file reads the same on every machine. Booleans, non-finite numbers and unparsable
+    strings are None.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, datetime):
+        return _aware(value).timestamp()
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        return number if math.isfinite(number) else None
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
+    try:
+        return _aware(datetime.fromisoformat(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
