@@ -29,8 +29,8 @@ DbOption = Annotated[
     Optional[str],
     typer.Option(
         "--db",
-        help="Job store: a .json file, a SQLite file or a sqlite:// / postgresql:// URL "
-        "(default: $KINDLING_CRON_DB, else $KINDLING_HOME/cron/jobs.json).",
+        help="Job store: a .json file, a SQLite file or a sqlite:// or postgresql:// URL "
+        "(default: the variable KINDLING_CRON_DB, else cron/jobs.json under KINDLING_HOME).",
     ),
 ]
 RefArgument = Annotated[str, typer.Argument(help="The job's id or name.")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -14,11 +16,48 @@ from kindling.config import raise_errors
 from kindling.errors import KindlingError
 
 
-class KindlingGroup(TyperGroup):
-    """Turns a KindlingError into one clear line on stderr and its exit code, never a traceback.
+def _usage_error_line(exc: Any) -> str:
+    """One line for a command-line mistake: the message and where to read the right usage."""
+    message = " ".join(str(exc.format_message()).split())
+    context = getattr(exc, "ctx", None)
+    hint = f" (see '{context.command_path} --help')" if context is not None else ""
+    return f"Error: {message}{hint}"
 
-    ``KINDLING_RAISE_ERRORS=1`` re-raises instead, for debugging.
+
+class KindlingGroup(TyperGroup):
+    """Turns every error into one clear line on stderr and its exit code, never a traceback.
+
+    A KindlingError exits with its own code; a usage mistake (unknown option, missing argument)
+    exits with 2, as Click's do, but in one line instead of a usage block and a boxed message.
+    ``KINDLING_RAISE_ERRORS=1`` re-raises KindlingErrors instead, for debugging.
     """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            # Non-standalone: Click raises usage errors to us instead of printing them its way.
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.TyperException as exc:  # Typer's own Click: usage errors and friends
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group name: show its help, as before
+                help_text = exc.ctx.get_help()  # type: ignore[attr-defined]
+                if help_text:
+                    typer.echo(help_text)
+                sys.exit(0)
+            err_console.print(_usage_error_line(exc), markup=False, highlight=False, soft_wrap=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+        except typer.Abort:
+            err_console.print("Aborted.", markup=False, highlight=False)
+            sys.exit(1)
+        # A command that ran to its end returns None; one that raised typer.Exit returns its code.
+        sys.exit(result if isinstance(result, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors its own click Context
         try:
@@ -37,7 +76,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -52,7 +91,9 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Mine past agent sessions, warm new ones, review turns, confirm risky actions, run jobs.

@@ -36,13 +36,22 @@ def review_command(
         typer.Option(
             "--base-url",
             envvar="KINDLING_REVIEW_BASE_URL",
-            help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.",
+            show_envvar=False,
+            help="The OpenAI-compatible endpoint's URL (see the example below).",
         ),
     ],
-    model: Annotated[str, typer.Option("--model", "-m", envvar="KINDLING_REVIEW_MODEL", help="Model name.")],
+    model: Annotated[
+        str,
+        typer.Option("--model", "-m", envvar="KINDLING_REVIEW_MODEL", show_envvar=False, help="Model name."),
+    ],
     api_key: Annotated[
         str,
-        typer.Option("--api-key", envvar="KINDLING_REVIEW_API_KEY", help="API key (none for local servers)."),
+        typer.Option(
+            "--api-key",
+            envvar="KINDLING_REVIEW_API_KEY",
+            show_envvar=False,
+            help="API key (none for local servers).",
+        ),
     ] = "",
     memory: Annotated[bool, typer.Option("--memory", help="Review for memories (default: both).")] = False,
     skills: Annotated[bool, typer.Option("--skills", help="Review for skills (default: both).")] = False,
@@ -61,6 +70,9 @@ def review_command(
     The review may call only the memory and skill tools; anything else is denied, never run.
     Without --memory or --skills it reviews both, then prints what changed, e.g.
     "Self-improvement review: User profile updated · Skill 'x' created".
+
+    --base-url, --model and --api-key default to the environment variables KINDLING_REVIEW_BASE_URL,
+    KINDLING_REVIEW_MODEL and KINDLING_REVIEW_API_KEY.
 
     Example: kindling review ~/.hermes/state.db --session ID --base-url http://127.0.0.1:8000/v1 --model qwen3
     """

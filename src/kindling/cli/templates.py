@@ -23,8 +23,8 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         "-s",
-        help="Template store: a directory, a .db file or a sqlite:// / postgresql:// URL. "
-        "Default: $KINDLING_TEMPLATE_STORE, else $KINDLING_HOME/templates.",
+        help="Template store: a directory, a .db file or a sqlite:// or postgresql:// URL. "
+        "Default: 'kindling templates path' shows it.",
         show_default=False,
     ),
 ]
@@ -214,7 +214,9 @@ def register(app: typer.Typer) -> None:
         )
 
     templates_app = typer.Typer(
-        help="List, show, delete, export and import templates, and show where they are stored.",
+        help="List, show, delete, export and import templates, and show where they are stored.\n\n"
+        "The default store is the variable KINDLING_TEMPLATE_STORE when set, else the templates folder under "
+        "KINDLING_HOME.",
         no_args_is_help=True,
     )
     app.add_typer(templates_app, name="templates")
