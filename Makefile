@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SAMPLE_DB := build/sample/state.db
 HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
 
-.PHONY: run test services lint typecheck lock clean
+.PHONY: run test services hermes-env lint typecheck lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,23 @@ run: $(VENV)/.run-installed
 	$(BIN)/kindling warm --auto --task "$(TASK)" --budget 1200
 
 ## test: install dev extras, start or install what the tests need, lint, type-check, run the whole suite
-test: $(VENV)/.dev-installed services lint typecheck
+test: $(VENV)/.dev-installed services hermes-env lint typecheck
 	$(BIN)/python -m pytest
+
+## hermes-env: Hermes Agent $(HERMES_VERSION) (pinned, with its dependencies) in its own cached virtual environment
+##      under build/, with kindling installed into it so Hermes finds the plugin; the plugin's end-to-end tests run it
+HERMES_VERSION := 0.19.0
+HERMES_VENV := build/hermes-$(HERMES_VERSION)
+HERMES_PYTHON ?= $(PYTHON)
+hermes-env: $(HERMES_VENV)/.installed
+
+$(HERMES_VENV)/.installed: tests/hermes/requirements.lock pyproject.toml
+	rm -rf $(HERMES_VENV)
+	$(HERMES_PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Hermes Agent needs Python 3.11 or later: set HERMES_PYTHON")'
+	$(HERMES_PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/pip install -q -r tests/hermes/requirements.lock
+	$(HERMES_VENV)/bin/pip install -q --no-deps -e .
+	touch $@
 
 ## services: start the local PostgreSQL server when it is down, install Debian's chromium when it is missing
 services:

@@ -14,6 +14,9 @@ Script items are either a response built by ``text``/``tool_call``/``tool_calls`
 (e.g. ``{"retry-after": "0.3"}``); every POST is recorded with its arrival ``"time"`` (monotonic). When the script is exhausted the
 server answers ``default`` (a plain "Done." reply unless changed).
 
+A request with ``"stream": true`` gets the same reply as server-sent events (one chunk with the
+whole message, one with the finish reason, usage when ``stream_options.include_usage`` asks).
+
 It also serves ``GET /v1/models`` from ``models`` (a list of model entries, which may carry
 ``context_length``) and Ollama's ``POST /api/show`` from ``ollama_show`` (model -> JSON body).
 """
@@ -170,7 +173,11 @@ class FakeOpenAI:
                     self._send(200, b"{this is not json")
                     return
                 model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
-                self._send(200, json.dumps(fake._completion(item, model)).encode())
+                completion = fake._completion(item, model)
+                if isinstance(body, dict) and body.get("stream"):
+                    self._send(200, fake._event_stream(completion, body), content_type="text/event-stream")
+                else:
+                    self._send(200, json.dumps(completion).encode())
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -189,6 +196,24 @@ class FakeOpenAI:
     def _next_item(self) -> dict[str, Any]:
         with self._lock:
             return self.script.pop(0) if self.script else self.default
+
+    @staticmethod
+    def _event_stream(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
+        """The same reply as server-sent events, for a request with ``"stream": true``."""
+        choice = completion["choices"][0]
+        message = choice["message"]
+        base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if message.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        ]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": completion["usage"]})
+        lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+        return "".join(lines).encode()
 
     @staticmethod
     def _completion(item: dict[str, Any], model: str) -> dict[str, Any]:

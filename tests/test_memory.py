@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kindling.errors import StoreError
+from hermes_probes import ALLOWED, BLOCKED
+from kindling.errors import ConfigError, StoreError
 from kindling.review.memory import ENTRY_DELIMITER, MemoryStore, Provenance, memories_dir
 
 
@@ -308,3 +309,60 @@ def test_ordinary_firm_preferences_are_kept() -> None:
         "Health check: curl -s $STATUS_URL/monkey",  # a variable, but not a secret's name
     ):
         assert store.add("memory", content)["success"] is True, content
+
+
+@pytest.mark.parametrize("content", BLOCKED)
+def test_everything_hermes_blocks_is_refused(content: str) -> None:
+    result = MemoryStore().add("memory", content)
+    assert result["success"] is False and ("Refused" in result["error"] or "invisible" in result["error"])
+
+
+@pytest.mark.parametrize("content", ALLOWED)
+def test_what_hermes_accepts_is_kept(content: str) -> None:
+    assert MemoryStore().add("memory", content)["success"] is True
+
+
+def _hermes_config(home: Path, text: str) -> None:
+    path = home / "hermes" / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_limits_and_gate_come_from_hermes_config(isolated_homes: Path) -> None:
+    _hermes_config(
+        isolated_homes,
+        "# my settings\nmemory:\n  memory_char_limit: 300\n  user_char_limit: '120'\n  write_approval: false\n",
+    )
+    store = MemoryStore()
+    assert store.limits == {"memory": 300, "user": 120} and store.write_approval is False
+    refused = store.add("memory", "x" * 605)
+    assert refused["success"] is False and "605/300" in refused["error"] and not store.path("memory").exists()
+    assert store.add("memory", "y" * 300)["success"] is True
+    assert store.add("memory", "z")["success"] is False  # the joined size counts, as in Hermes
+    assert MemoryStore(memory_limit=5000).limits["memory"] == 5000  # an explicit limit wins
+    _hermes_config(isolated_homes, "memory:\n  memory_char_limit: lots\n")
+    with pytest.raises(ConfigError, match=r"memory\.memory_char_limit .* must be a whole number"):
+        MemoryStore()
+
+
+def test_write_approval_stages_in_hermes_pending_format(isolated_homes: Path) -> None:
+    _hermes_config(isolated_homes, "memory:\n  write_approval: yes\n")
+    store = MemoryStore()
+    store_plain = MemoryStore(write_approval=False)
+    store_plain.add("user", "Prefers tabs over spaces.")
+    staged = store.add("memory", "The repo uses uv.")
+    assert staged["success"] is True and staged["staged"] is True and not store.path("memory").exists()
+    replaced = store.replace("user", "tabs", "Prefers spaces.")
+    assert replaced["staged"] is True and store.entries("user") == ["Prefers tabs over spaces."]
+    assert store.pending_dir == isolated_homes / "hermes" / "pending" / "memory"
+    records = store.pending()
+    assert [r["payload"] for r in records] == [
+        {"action": "add", "target": "memory", "content": "The repo uses uv.", "old_text": None},
+        {"action": "replace", "target": "user", "content": "Prefers spaces.", "old_text": "tabs"},
+    ]
+    assert {r["subsystem"] for r in records} == {"memory"} and records[0]["id"] == staged["pending_id"]
+    assert records[0]["origin"] == "background_review" and records[0]["summary"].startswith("add to memory")
+    # Refusals still come first: nothing unsafe or oversized is staged.
+    assert store.add("memory", BLOCKED[0])["success"] is False and len(store.pending()) == 2
+    provenance, _ = store.read_provenance()
+    assert [p["action"] for p in provenance][-2:] == ["stage-add", "stage-replace"]

@@ -9,7 +9,13 @@ import pytest
 
 from kindling.agent import ToolRegistry
 from kindling.errors import InvalidNameError, NotFoundError, StoreError
-from kindling.review.skills import SkillStore, parse_front_matter, skills_dir, validate_skill_name
+from kindling.review.skills import (
+    SkillStore,
+    hermes_front_matter,
+    parse_front_matter,
+    skills_dir,
+    validate_skill_name,
+)
 from kindling.review.tools import skill_tools
 
 SKILL = """---
@@ -48,7 +54,11 @@ def test_create_view_list_in_hermes_layout(isolated_homes: Path) -> None:
         "1.0.0",
         ("deploy", "web"),
     )
-    assert skill.description == "Build and publish a static site to the bucket." and skill.content == SKILL
+    assert skill.description == "Build and publish a static site to the bucket."
+    # Written as Hermes reads tags: under metadata.hermes, the rest of the file as given.
+    assert skill.content == SKILL.replace(
+        "tags: [deploy, web]\n", "metadata:\n  hermes:\n    tags: [deploy, web]\n"
+    )
     skills, broken = store.list()
     assert [(s.category, s.name) for s in skills] == [
         (None, "deploy-static-site"),
@@ -129,14 +139,15 @@ def test_front_matter_is_validated(content: str, reason: str) -> None:
 
 def test_duplicate_names_across_categories_are_refused() -> None:
     store = SkillStore()
-    store.create("one-skill", SKILL, category="a")
-    result = store.create("one-skill", SKILL, category="b")
+    one = SKILL.replace("deploy-static-site", "one-skill")
+    assert store.create("one-skill", one, category="a")["success"] is True
+    result = store.create("one-skill", one, category="b")
     assert result["success"] is False and "already exists" in result["error"]
 
 
 def test_broken_skill_is_listed_as_unreadable_not_dropped() -> None:
     store = SkillStore()
-    store.create("good-skill", SKILL)
+    store.create("good-skill", SKILL.replace("deploy-static-site", "good-skill"))
     bad = store.root / "bad-skill" / "SKILL.md"
     bad.parent.mkdir(parents=True)
     bad.write_text("no front matter", encoding="utf-8")
@@ -167,7 +178,7 @@ def test_skill_tools_dispatch_through_registry() -> None:
         }
     ]
     viewed = json.loads(registry.dispatch("skill_view", {"name": "deploy-static-site"}))
-    assert viewed["content"] == SKILL
+    assert viewed["content"] == hermes_front_matter(SKILL) and viewed["tags"] == ["deploy", "web"]
     assert (
         json.loads(registry.dispatch("skill_manage", {"action": "explode", "name": "x"}))["success"] is False
     )
@@ -210,7 +221,8 @@ def test_archive_moves_the_skill_out_of_sight_and_keeps_it() -> None:
     first = store.delete("deploy-static-site", archive=True)
     assert first["success"] is True and first["message"] == "Skill 'deploy-static-site' archived."
     kept = Path(first["archived_to"])
-    assert kept.parent == store.root / ".archive" and (kept / "SKILL.md").read_text(encoding="utf-8") == SKILL
+    assert kept.parent == store.root / ".archive"
+    assert (kept / "SKILL.md").read_text(encoding="utf-8") == hermes_front_matter(SKILL)
     assert store.list() == ([], []) and not (store.root / "web").exists()
     store.create("deploy-static-site", SKILL)
     second = store.delete("deploy-static-site", archive=True)  # same second: a fresh name, nothing lost
@@ -226,8 +238,95 @@ def test_review_tools_archive_instead_of_deleting() -> None:
     registry = ToolRegistry.of(review_tools(skill_store=store, memory=False))
     result = json.loads(registry.dispatch("skill_manage", {"action": "delete", "name": "deploy-static-site"}))
     assert result["message"] == "Skill 'deploy-static-site' archived."
-    assert (Path(result["archived_to"]) / "SKILL.md").read_text(encoding="utf-8") == SKILL
+    assert (Path(result["archived_to"]) / "SKILL.md").read_text(encoding="utf-8") == hermes_front_matter(
+        SKILL
+    )
     plain = ToolRegistry.of(skill_tools(store))
     store.create("deploy-static-site", SKILL)
     deleted = json.loads(plain.dispatch("skill_manage", {"action": "delete", "name": "deploy-static-site"}))
     assert deleted["message"] == "Skill 'deploy-static-site' deleted."
+
+
+def test_tags_are_read_from_metadata_hermes_first_and_written_there() -> None:
+    store = SkillStore()
+    hermes_style = store.root / "from-hermes" / "SKILL.md"
+    hermes_style.parent.mkdir(parents=True)
+    hermes_style.write_text(
+        "---\nname: from-hermes\ndescription: d\nmetadata:\n  hermes:\n    tags: [git, review]\n"
+        "tags: ignored-when-metadata-has-tags\n---\nbody\n",
+        encoding="utf-8",
+    )
+    assert store.read("from-hermes").tags == ("git", "review")
+    text_tags = store.root / "text-tags" / "SKILL.md"
+    text_tags.parent.mkdir(parents=True)
+    text_tags.write_text(
+        '---\nname: text-tags\ndescription: d\ntags: "[a, b]"\n---\nbody\n', encoding="utf-8"
+    )
+    assert store.read("text-tags").tags == ("a", "b")
+    # A comment and the key order survive the move of tags under metadata.hermes.
+    commented = "---\nname: kept\n# why this skill exists\ndescription: d\ntags: [x]\nversion: 2\n---\nbody\n"
+    assert store.create("kept", commented)["success"] is True
+    written = store.read("kept").content
+    assert written.startswith("---\nname: kept\n# why this skill exists\ndescription: d\nversion: 2\n")
+    assert parse_front_matter(written)[0]["metadata"] == {"hermes": {"tags": ["x"]}}
+    assert store.read("kept").tags == ("x",) and written.endswith("---\nbody\n")
+
+
+def test_front_matter_name_must_equal_the_folder_name() -> None:
+    store = SkillStore()
+    result = store.create("folder-name", SKILL)
+    assert (
+        result["success"] is False and "must equal the skill's folder name 'folder-name'" in result["error"]
+    )
+    assert not (store.root / "folder-name").exists()
+    store.create("deploy-static-site", SKILL)
+    renamed = store.patch("deploy-static-site", "name: deploy-static-site", "name: other")
+    assert renamed["success"] is False and "folder name" in renamed["error"]
+    edited = store.edit("deploy-static-site", SKILL.replace("name: deploy-static-site", "name: other"))
+    assert (
+        edited["success"] is False and store.read("deploy-static-site").meta["name"] == "deploy-static-site"
+    )
+
+
+def test_usage_sidecar_marks_review_created_skills_as_hermes_does() -> None:
+    store = SkillStore()
+    store.create("deploy-static-site", SKILL)
+    record = store.usage()["deploy-static-site"]
+    assert record["created_by"] == "agent" and record["state"] == "active" and record["patch_count"] == 0
+    assert set(record) >= {"use_count", "view_count", "last_used_at", "created_at", "pinned", "archived_at"}
+    store.patch("deploy-static-site", "make build", "make site")
+    store.edit("deploy-static-site", SKILL)
+    assert store.usage()["deploy-static-site"]["patch_count"] == 2
+    store.delete("deploy-static-site", archive=True)
+    assert store.usage()["deploy-static-site"]["state"] == "archived"
+    store.create("deploy-static-site", SKILL)
+    store.delete("deploy-static-site")
+    assert "deploy-static-site" not in store.usage()
+    # A skill a person asked for (not a review) is theirs: never marked for the curator.
+    person = SkillStore(review_created=False)
+    person.create("mine", SKILL.replace("deploy-static-site", "mine"))
+    assert "mine" not in person.usage()
+    # A broken sidecar reads as empty (as in Hermes) and is rewritten whole on the next write.
+    store.usage_path.write_text("{broken", encoding="utf-8")
+    store.create("again", SKILL.replace("deploy-static-site", "again"))
+    assert list(store.usage()) == ["again"]
+
+
+def test_write_approval_stages_skill_writes_in_hermes_pending_format(isolated_homes: Path) -> None:
+    config = isolated_homes / "hermes" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("skills:\n  write_approval: true\n", encoding="utf-8")
+    store = SkillStore()
+    assert store.write_approval is True
+    staged = store.create("deploy-static-site", SKILL, category="web")
+    assert staged["success"] is True and staged["staged"] is True
+    assert not any(store.root.rglob("SKILL.md"))
+    record = json.loads((store.pending_dir / f"{staged['pending_id']}.json").read_text(encoding="utf-8"))
+    assert store.pending_dir == isolated_homes / "hermes" / "pending" / "skills"
+    assert record["subsystem"] == "skills" and record["origin"] == "background_review"
+    assert record["payload"] == {
+        "action": "create",
+        "name": "deploy-static-site",
+        "content": hermes_front_matter(SKILL),
+        "category": "web",
+    }

@@ -10,6 +10,15 @@ is refused with a clear error, never truncated. Results have Hermes's shape:
 ``{"success": true, "message": "Entry added.", "target": ..., "usage": ...}`` or
 ``{"success": false, "error": ...}``.
 
+The limits and the write gate come from Hermes's ``$HERMES_HOME/config.yaml`` unless given:
+``memory.memory_char_limit``, ``memory.user_char_limit`` and ``memory.write_approval``. With the
+gate on, a write is not made but staged as ``$HERMES_HOME/pending/memory/<id>.json`` in Hermes's own
+pending format, so the person approves or rejects it with Hermes's ``/memory pending``.
+
+Content Hermes's memory scan would block (instructions that hijack the agent, sending data to a
+URL, reading or embedding secrets, editing agent configuration, invisible characters, ...) is
+refused before anything is written, so nothing kindling writes shows up in Hermes as ``[BLOCKED]``.
+
 Every successful write appends one provenance line (who wrote, from where, for which call) to
 ``provenance.jsonl`` beside the memory files; empty fields are dropped.
 """
@@ -22,6 +31,7 @@ import logging
 import re
 import time
 import unicodedata
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,12 +40,11 @@ from typing import Any, Literal
 from kindling.config import hermes_home
 from kindling.errors import StoreError
 from kindling.fileio import file_lock, write_atomic
+from kindling.hermes_config import MemorySettings, memory_settings
 
 logger = logging.getLogger(__name__)
 
 ENTRY_DELIMITER = "\n§\n"
-MEMORY_CHAR_LIMIT = 2200
-USER_CHAR_LIMIT = 1375
 TARGET_FILES: dict[str, str] = {"memory": "MEMORY.md", "user": "USER.md"}
 PROVENANCE_FILE = "provenance.jsonl"
 # What is known about a person stays readable by that person only (Hermes's files are 0600 too).
@@ -80,13 +89,29 @@ class MemoryStore:
         self,
         directory: str | Path | None = None,
         *,
-        memory_limit: int = MEMORY_CHAR_LIMIT,
-        user_limit: int = USER_CHAR_LIMIT,
+        memory_limit: int | None = None,
+        user_limit: int | None = None,
+        write_approval: bool | None = None,
         lock_timeout: float = 30.0,
     ) -> None:
+        """Open the store; limits and the write gate left as None come from Hermes's config.yaml.
+
+        Raises ConfigError when config.yaml is needed and broken.
+        """
         self.directory = Path(directory) if directory is not None else memories_dir()
-        self.limits: dict[str, int] = {"memory": memory_limit, "user": user_limit}
+        needs_config = None in (memory_limit, user_limit, write_approval)
+        settings = memory_settings() if needs_config else MemorySettings()
+        self.limits: dict[str, int] = {
+            "memory": memory_limit if memory_limit is not None else settings.memory_char_limit,
+            "user": user_limit if user_limit is not None else settings.user_char_limit,
+        }
+        self.write_approval: bool = write_approval if write_approval is not None else settings.write_approval
         self.lock_timeout = lock_timeout
+
+    @property
+    def pending_dir(self) -> Path:
+        """Return where gated writes are staged: ``pending/memory`` beside the memories directory."""
+        return self.directory.parent / "pending" / "memory"
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -170,6 +195,8 @@ class MemoryStore:
             )
             if refusal:
                 return refusal
+            if self.write_approval:
+                return self._stage("add", target, provenance, content=content)
             self._write(target, updated, "add", provenance, content=content)
             return self._success(target, updated, "Entry added.")
 
@@ -196,6 +223,8 @@ class MemoryStore:
             refusal = self._over_limit(target, entries, updated, "This replacement")
             if refusal:
                 return refusal
+            if self.write_approval:
+                return self._stage("replace", target, provenance, content=content, old_text=old_text)
             self._write(target, updated, "replace", provenance, content=content, old_text=old_text)
             return self._success(target, updated, "Entry replaced.")
 
@@ -211,10 +240,79 @@ class MemoryStore:
             if isinstance(index, dict):
                 return index
             updated = entries[:index] + entries[index + 1 :]
+            if self.write_approval:
+                return self._stage("remove", target, provenance, old_text=old_text)
             self._write(target, updated, "remove", provenance, old_text=old_text)
             return self._success(target, updated, "Entry removed.")
 
+    def pending(self) -> list[dict[str, Any]]:
+        """Return the staged (not yet approved) memory writes, oldest first; unreadable ones skipped."""
+        records: list[dict[str, Any]] = []
+        if not self.pending_dir.is_dir():
+            return records
+        for path in sorted(self.pending_dir.glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError):
+                logger.warning("Skipping unreadable pending memory write %s.", path)
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        records.sort(key=lambda r: r.get("created_at") or 0)
+        return records
+
     # -- internals -------------------------------------------------------------------------
+
+    def _stage(
+        self, action: str, target: str, provenance: Provenance | None, **payload: str
+    ) -> dict[str, Any]:
+        """Stage a write for the person's approval, as Hermes does when ``write_approval`` is on.
+
+        The record is Hermes's pending shape, so Hermes's own ``/memory pending`` lists it and
+        ``/memory approve`` replays it: ``{id, subsystem, action, summary, origin, created_at, payload}``.
+        """
+        pending_id = uuid.uuid4().hex[:8]
+        label = "user profile" if target == "user" else "memory"
+        verb = {"add": "add to", "replace": "replace in", "remove": "remove from"}[action]
+        detail = payload.get("content") or payload.get("old_text") or ""
+        if action == "replace":
+            detail = f"old: {payload.get('old_text', '')}\nnew: {payload.get('content', '')}"
+        record = {
+            "id": pending_id,
+            "subsystem": "memory",
+            "action": action,
+            "summary": f"{verb} {label}: {detail[:120]}",
+            # kindling writes from its review run, never from the person's own turn.
+            "origin": "background_review",
+            "created_at": time.time(),
+            "payload": {
+                "action": action,
+                "target": target,
+                "content": payload.get("content"),
+                "old_text": payload.get("old_text"),
+            },
+        }
+        path = self.pending_dir / f"{pending_id}.json"
+        write_atomic(path, json.dumps(record, ensure_ascii=False, indent=2), mode=PRIVATE_MODE)
+        log: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "action": f"stage-{action}",
+            "target": target,
+            "pending_id": pending_id,
+            **{k: v for k, v in payload.items() if v},
+        }
+        log.update((provenance or Provenance()).as_dict())
+        self._append_provenance(log)
+        return {
+            "success": True,
+            "staged": True,
+            "pending_id": pending_id,
+            "target": target,
+            "message": (
+                "Staged for approval (memory.write_approval is on in Hermes's config.yaml). "
+                "Not yet saved: review it in Hermes with /memory pending."
+            ),
+        }
 
     @contextlib.contextmanager
     def _locked(self, target: str) -> Iterator[list[str]]:
@@ -304,32 +402,90 @@ _DELIMITER_REFUSAL = (
 
 # Memory is pasted into every future system prompt, and a review reads untrusted text (web
 # pages, tool output), so an entry that smuggles instructions or secrets is refused at the
-# door. Hermes Agent refuses such writes too. The list is short on purpose: plain bossy
-# English ("always run the tests") is a legitimate preference, not an attack.
+# door. Hermes Agent scans memory writes too and shows what it would block as "[BLOCKED: ...]",
+# so kindling refuses at least every class Hermes's scan blocks: hijacking instructions,
+# promptware vocabulary, sending data out, reading or embedding secrets, touching SSH keys or the
+# agent's own configuration. Plain bossy English ("always run the tests") stays a legitimate
+# preference. Words between key terms are bounded so matching stays linear.
 _HIDDEN_CHARS = frozenset(
-    "\u200b\u200c\u200d\u2060\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    "\u200b\u200c\u200d\u2060\u2062\u2063\u2064\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 )
-_WORDS = r"(?:\w+\s+){0,6}"  # a few words in between, bounded so matching stays linear
+_W = r"(?:\w+\s+){0,8}"  # up to eight filler words
+_LINE = r"[^\n]{0,2048}"  # the rest of a line, bounded
+_SECRET_NAME = r"\$\{?\w*(?:key|token|secret|password|credential|api)"
+_EDIT = r"(?:update|modify|edit|write|change|append|add\s+to|overwrite|replace)"
 _INJECTION_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), why)
     for pattern, why in (
+        # Hijacking the agent's instructions or identity.
+        (rf"ignore\s+{_W}(?:previous|prior|above|all|earlier)\s+{_W}instructions", "overrides instructions"),
         (
-            rf"\bignore\s+{_WORDS}(?:previous|prior|above|all|earlier)\s+{_WORDS}instructions",
+            rf"disregard\s+{_W}(?:your|all|any|the)\s+{_W}(?:instructions|rules|guidelines)",
             "overrides instructions",
         ),
+        (r"system\s+prompt\s+override", "overrides the system prompt"),
         (
-            rf"\bdisregard\s+{_WORDS}(?:your|all|any|the)\s+{_WORDS}(?:instructions|rules|guidelines)",
-            "overrides instructions",
+            rf"act\s+as\s+(?:if|though)\s+{_W}you\s+{_W}(?:have\s+no|don't\s+have|do\s+not\s+have)\s+"
+            rf"{_W}(?:restrictions|limits|rules)",
+            "lifts the agent's restrictions",
         ),
-        (r"\bsystem\s+prompt\s+override", "overrides the system prompt"),
-        (rf"\bdo\s+not\s+{_WORDS}tell\s+{_WORDS}the\s+user", "hides things from the user"),
+        (rf"do\s+not\s+{_W}tell\s+{_W}the\s+user", "hides things from the user"),
+        (rf"you\s+are\s+{_W}now\s+(?:a|an|the)\s+", "replaces the agent's identity"),
+        (rf"pretend\s+{_W}(?:you\s+are|to\s+be)\s+", "replaces the agent's identity"),
+        (r"\bname\s+yourself\s+\w+", "replaces the agent's identity"),
+        (rf"you\s+have\s+been\s+{_W}(?:updated|upgraded|patched)\s+to", "claims a fake update"),
+        (rf"output\s+{_W}(?:system|initial)\s+prompt", "leaks the system prompt"),
         (
-            r"\b(?:curl|wget)\b[^\n]{0,500}\$\{?(?-i:[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)S?)\b",
-            "sends a secret over the network",
+            rf"(?:respond|answer|reply)\s+without\s+{_W}(?:restrictions|limitations|filters|safety)",
+            "lifts the agent's restrictions",
         ),
-        (r"authorized_keys|~/\.ssh\b|\$HOME/\.ssh\b", "touches SSH credentials"),
+        (r"<!--[^>]{0,512}(?:ignore|override|system|secret|hidden)[^>]{0,512}-->", "hides instructions"),
+        (r"<\s*div\s+style\s*=\s*[\"'][^>]{0,2048}display\s*:\s*none", "hides instructions"),
+        (r"translate\s+[^\n]{0,512}\s+into\s+[^\n]{0,512}\s+and\s+(?:execute|run|eval)", "runs hidden code"),
+        # Promptware and command-and-control vocabulary.
+        (r"register\s+(?:as\s+)?a?\s*node", "joins a command-and-control network"),
+        (r"(?:heartbeat|beacon|check[\s-]?in)\s+(?:to|with)\s+", "joins a command-and-control network"),
+        (r"pull\s+(?:down\s+)?(?:new\s+)?task(?:ing|s)?\b", "joins a command-and-control network"),
+        (r"connect\s+to\s+the\s+network\b", "joins a command-and-control network"),
+        (
+            r"you\s+must\s+(?:\w+\s+){0,3}(?:register|connect|report|beacon)\b",
+            "joins a command-and-control network",
+        ),
+        (r"only\s+use\s+one[\s-]?liners?\b", "hides its tracks"),
+        (rf"never\s+{_W}(?:create|write)\s+{_W}(?:script|file)\s+{_W}disk", "hides its tracks"),
+        (
+            r"unset\s+\w*(?:claude|codex|hermes|agent|openai|anthropic)\w*",
+            "tampers with the agent's environment",
+        ),
+        (r"\b(?:cobalt\s*strike|sliver|havoc|mythic|metasploit|brainworm)\b", "names an attack framework"),
+        (
+            r"\bc2\s+(?:server|channel|infrastructure|beacon)\b|\bcommand\s+and\s+control\b",
+            "names an attack framework",
+        ),
+        # Sending data out, reading or embedding secrets.
+        (rf"\b(?:curl|wget)\s+{_LINE}{_SECRET_NAME}", "sends a secret over the network"),
+        (rf"\bcat\s+{_LINE}(?:\.env|credentials|\.netrc|\.pgpass|\.npmrc|\.pypirc)", "reads secrets"),
+        (rf"(?:send|post|upload|transmit)\s+{_LINE}\s+(?:to|at)\s+https?://", "sends data to a URL"),
+        (
+            rf"(?:include|output|print|share)\s+{_W}(?:conversation|chat\s+history|previous\s+messages|"
+            r"full\s+context|entire\s+context)",
+            "copies the conversation out",
+        ),
+        (
+            r"(?:api[_-]?key|token|secret|password)\s*[=:]\s*[\"'][A-Za-z0-9+/=_-]{20,}",
+            "holds a hard-coded secret",
+        ),
+        # Persistence: SSH keys, Hermes's secrets and the agent's own configuration.
+        (r"authorized_keys|~/\.ssh|\$HOME/\.ssh", "touches SSH credentials"),
+        (r"(?:~|\$HOME)/\.hermes/\.env", "touches Hermes's secrets"),
+        (
+            rf"{_EDIT}\s+{_LINE}(?:AGENTS\.md|CLAUDE\.md|\.cursorrules|\.clinerules)",
+            "changes agent configuration",
+        ),
+        (rf"{_EDIT}\s+{_LINE}\.hermes/(?:config\.yaml|SOUL\.md)", "changes agent configuration"),
     )
 )
+# Long text is scanned in full: an entry is small, and a payload past a fixed cap must not slip by.
 
 
 def _content_refusal(content: str) -> str | None:

@@ -8,23 +8,40 @@ segments. Writes are atomic and serialised by one lock on the skills directory.
 Mutations (create, edit, patch, delete) return Hermes-shaped result dicts for the model
 (``{"success": true, "message": "Skill 'x' created.", ...}`` or ``{"success": false, "error"}``);
 reads (:meth:`SkillStore.list`, :meth:`SkillStore.read`) return :class:`Skill` objects and raise.
+
+Kept exactly as Hermes Agent reads them:
+
+- tags live under ``metadata.hermes.tags`` (the agentskills.io convention Hermes reads first);
+  a top-level ``tags`` in written content is moved there, and both places are read;
+- the front matter ``name`` must equal the skill's folder name (Hermes lists a skill under its
+  front matter name, so a mismatch would be a second name for the same folder);
+- a skill created by a review is marked in ``skills/.usage.json`` the way Hermes marks the skills
+  its own background review creates (``created_by: agent``), so Hermes's curator manages it; an
+  edit or patch counts as a patch there, a delete forgets the record, an archive marks it archived;
+- with ``skills.write_approval`` on in Hermes's config.yaml, a write is staged under
+  ``$HERMES_HOME/pending/skills/<id>.json`` for the person to approve with Hermes's ``/skills pending``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kindling import hermes_config
 from kindling.config import hermes_home
 from kindling.errors import InvalidNameError, NotFoundError, StoreError
 from kindling.fileio import file_lock, write_atomic
@@ -41,6 +58,7 @@ ARCHIVE_DIR = ".archive"  # Hermes Agent's own place for retired skills; dot-dir
 # A skill's own support files live here; a SKILL.md inside them is data, not a skill (Hermes).
 # Only pruned under a directory that is itself a skill: elsewhere they are ordinary categories.
 SUPPORT_DIRS = frozenset({"references", "templates", "scripts", "assets"})
+USAGE_FILE = ".usage.json"  # Hermes's per-skill usage sidecar, read by its curator
 
 
 def skills_dir() -> Path:
@@ -97,6 +115,66 @@ def parse_front_matter(content: str) -> tuple[dict[str, Any], str]:
     return meta, body
 
 
+def skill_tags(meta: dict[str, Any]) -> tuple[str, ...]:
+    """Return a skill's tags as Hermes reads them: ``metadata.hermes.tags``, else top-level ``tags``.
+
+    Either may be a YAML list, ``"[a, b]"`` or ``"a, b"``.
+    """
+    metadata = meta.get("metadata")
+    hermes = metadata.get("hermes") if isinstance(metadata, dict) else None
+    raw = (hermes.get("tags") if isinstance(hermes, dict) else None) or meta.get("tags")
+    if not raw:
+        return ()
+    if isinstance(raw, list | tuple):
+        return tuple(str(t).strip() for t in raw if t)
+    text = str(raw).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return tuple(part.strip().strip("\"'") for part in text.split(",") if part.strip())
+
+
+def hermes_front_matter(content: str) -> str:
+    """Return ``content`` with a top-level ``tags`` moved to ``metadata.hermes.tags``.
+
+    The rest of the front matter keeps its order and comments; content without a top-level
+    ``tags`` comes back unchanged. Raises StoreError when the front matter is invalid.
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    meta, _ = parse_front_matter(content)
+    if "tags" not in meta:
+        return content
+    text = content.lstrip("\ufeff")
+    end = re.search(r"\n---[ \t]*(\n|$)", text[3:])
+    assert end is not None  # parse_front_matter checked it
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    document = rt.load(text[3 : end.start() + 3])
+    tags = document.pop("tags")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = document["metadata"] = CommentedMap()
+    hermes = metadata.get("hermes")
+    if not isinstance(hermes, dict):
+        hermes = metadata["hermes"] = CommentedMap()
+    if not hermes.get("tags"):
+        hermes["tags"] = tags
+    buffer = io.StringIO()
+    rt.dump(document, buffer)
+    # The closing '---' line and the body follow unchanged.
+    return "---\n" + buffer.getvalue() + text[end.start() + 4 :]
+
+
+def _check_name_matches(content: str, name: str) -> None:
+    meta, _ = parse_front_matter(content)
+    if str(meta.get("name")) != name:
+        raise StoreError(
+            f"The front matter name {str(meta.get('name'))!r} must equal the skill's folder name "
+            f"{name!r}: Hermes lists a skill under its front matter name."
+        )
+
+
 @dataclass(frozen=True)
 class Skill:
     """One skill on disk: its name, category, front matter fields, body and file."""
@@ -128,9 +206,36 @@ class Skill:
 class SkillStore:
     """The skills under one directory (default ``$HERMES_HOME/skills``)."""
 
-    def __init__(self, root: str | Path | None = None, *, lock_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        review_created: bool = True,
+        write_approval: bool | None = None,
+    ) -> None:
+        """Open the skills under ``root``.
+
+        ``review_created`` marks created skills in ``.usage.json`` as Hermes marks the ones its
+        background review creates. ``write_approval`` None reads ``skills.write_approval`` from
+        Hermes's config.yaml (raises ConfigError when that file is broken).
+        """
         self.root = Path(root) if root is not None else skills_dir()
         self.lock_timeout = lock_timeout
+        self.review_created = review_created
+        self.write_approval = (
+            write_approval if write_approval is not None else hermes_config.write_approval("skills")
+        )
+
+    @property
+    def usage_path(self) -> Path:
+        """Return Hermes's usage sidecar, ``.usage.json`` in the skills directory."""
+        return self.root / USAGE_FILE
+
+    @property
+    def pending_dir(self) -> Path:
+        """Return where gated writes are staged: ``pending/skills`` beside the skills directory."""
+        return self.root.parent / "pending" / "skills"
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -204,14 +309,14 @@ class SkillStore:
             raise StoreError(f"{path}: {exc}", path=path) from None
         relative = path.parent.relative_to(self.root)
         category = "/".join(relative.parts[:-1]) or None
-        tags = meta.get("tags") or ()
+        tags = skill_tags(meta)
         return Skill(
             name=path.parent.name,
             path=path,
             category=category,
             description=str(meta.get("description", "")),
             version=str(meta["version"]) if meta.get("version") is not None else None,
-            tags=tuple(str(t) for t in tags) if isinstance(tags, list | tuple) else (str(tags),),
+            tags=tags,
             content=content,
             meta=meta,
         )
@@ -246,15 +351,19 @@ class SkillStore:
             validate_skill_name(name)
             if category:
                 validate_skill_name(category, kind="category")
-            _check_content(content)
+            content = _prepared(content, name)
         except (InvalidNameError, StoreError) as exc:
             return _failure(str(exc))
         with self._locked():
             existing = self.find(name)
             if existing is not None:
                 return _failure(f"A skill named '{name}' already exists at {existing}.")
+            if self.write_approval:
+                return self._stage("create", name, content=content, category=category)
             path = (self.root / category / name if category else self.root / name) / SKILL_FILE
             write_atomic(path, content)
+        if self.review_created:
+            self._update_usage(name, _mark_agent_created)
         result: dict[str, Any] = {"success": True, "message": f"Skill '{name}' created.", "path": str(path)}
         if category:
             result["category"] = category
@@ -263,12 +372,15 @@ class SkillStore:
     def edit(self, name: str, content: str) -> dict[str, Any]:
         """Tool action ``edit``: replace a skill's SKILL.md entirely."""
         try:
-            _check_content(content)
+            content = _prepared(content, name)
             with self._locked():
                 path = self._existing(name)
+                if self.write_approval:
+                    return self._stage("edit", name, content=content)
                 write_atomic(path, content)
         except (InvalidNameError, NotFoundError, StoreError) as exc:
             return _failure(str(exc))
+        self._update_usage(name, _bump_patch)
         return {"success": True, "message": f"Skill '{name}' updated.", "path": str(path)}
 
     def patch(self, name: str, old_string: str, new_string: str) -> dict[str, Any]:
@@ -288,14 +400,17 @@ class SkillStore:
                     )
                 patched = text.replace(old_string, new_string, 1)
                 try:
-                    _check_content(patched)
+                    patched = _prepared(patched, name)
                 except StoreError as exc:
                     return _failure(f"The patch would break SKILL.md: {exc}")
+                if self.write_approval:
+                    return self._stage("patch", name, old_string=old_string, new_string=new_string)
                 write_atomic(path, patched)
         except (InvalidNameError, NotFoundError, StoreError) as exc:
             return _failure(str(exc))
         except OSError as exc:
             return _failure(f"Cannot read skill '{name}': {exc.strerror or exc}.")
+        self._update_usage(name, _bump_patch)
         return {"success": True, "message": f"Skill '{name}' patched.", "path": str(path)}
 
     def delete(self, name: str, *, archive: bool = False) -> dict[str, Any]:
@@ -312,6 +427,8 @@ class SkillStore:
                 # Never follow a link out of the skills tree into someone else's files.
                 if skill_dir.is_symlink() or root not in resolved.parents:
                     return _failure(f"Refusing to delete '{skill_dir}': it is not a directory inside {root}.")
+                if self.write_approval:
+                    return self._stage("delete", name)
                 archived: Path | None = None
                 if archive:
                     archive_root = self.root / ARCHIVE_DIR
@@ -327,6 +444,8 @@ class SkillStore:
             return _failure(str(exc))
         except OSError as exc:
             return _failure(f"Cannot delete skill '{name}': {exc.strerror or exc}.")
+        # Hermes keeps an archived skill's record (state archived) and forgets a deleted one.
+        self._update_usage(name, _mark_archived if archived is not None else None)
         if archived is not None:
             return {
                 "success": True,
@@ -334,6 +453,69 @@ class SkillStore:
                 "archived_to": str(archived),
             }
         return {"success": True, "message": f"Skill '{name}' deleted."}
+
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Return ``.usage.json`` (empty when missing; a broken file reads as empty, as in Hermes)."""
+        try:
+            data = json.loads(self.usage_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            logger.warning("Ignoring unreadable %s: %s", self.usage_path, exc)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+    def _update_usage(self, name: str, change: Callable[[dict[str, Any]], None] | None) -> None:
+        """Apply ``change`` to the skill's usage record (None drops the record).
+
+        Uses Hermes's own lock file for the sidecar (``.usage.json.lock``), so kindling and Hermes
+        never overwrite each other's counters. Telemetry never fails a skill write: a problem is logged.
+        """
+        try:
+            with file_lock(self.usage_path, timeout=self.lock_timeout):
+                data = self.usage()
+                if change is None:
+                    if name not in data:
+                        return
+                    del data[name]
+                else:
+                    record = {**_empty_usage_record(), **data.get(name, {})}
+                    change(record)
+                    data[name] = record
+                text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+                write_atomic(self.usage_path, text)
+        except StoreError as exc:
+            logger.warning("Could not update %s for skill %r: %s", self.usage_path, name, exc)
+
+    def _stage(self, action: str, name: str, **payload: str | None) -> dict[str, Any]:
+        """Stage a write as Hermes's pending record, replayable by its ``/skills approve``."""
+        pending_id = uuid.uuid4().hex[:8]
+        body = {"action": action, "name": name, **{k: v for k, v in payload.items() if v is not None}}
+        gist = f"{action} skill '{name}'"
+        record = {
+            "id": pending_id,
+            "subsystem": "skills",
+            "action": action,
+            "summary": gist,
+            "origin": "background_review" if self.review_created else "foreground",
+            "created_at": time.time(),
+            "payload": body,
+        }
+        write_atomic(
+            self.pending_dir / f"{pending_id}.json", json.dumps(record, ensure_ascii=False, indent=2)
+        )
+        return {
+            "success": True,
+            "staged": True,
+            "pending_id": pending_id,
+            "gist": gist,
+            "message": (
+                "Staged for approval (skills.write_approval is on in Hermes's config.yaml). "
+                "Not yet saved: review it in Hermes with /skills pending."
+            ),
+        }
 
     def _existing(self, name: str) -> Path:
         path = self.find(name)
@@ -356,6 +538,48 @@ def _unused(path: Path) -> Path:
         index += 1
         candidate = path.with_name(f"{path.name}.{index}")
     return candidate
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _empty_usage_record() -> dict[str, Any]:
+    """A fresh usage record with every field Hermes's curator reads."""
+    return {
+        "created_by": None,
+        "use_count": 0,
+        "view_count": 0,
+        "last_used_at": None,
+        "last_viewed_at": None,
+        "patch_count": 0,
+        "last_patched_at": None,
+        "created_at": _now_iso(),
+        "state": "active",
+        "pinned": False,
+        "archived_at": None,
+    }
+
+
+def _mark_agent_created(record: dict[str, Any]) -> None:
+    record["created_by"] = "agent"
+
+
+def _bump_patch(record: dict[str, Any]) -> None:
+    record["patch_count"] = int(record.get("patch_count") or 0) + 1
+    record["last_patched_at"] = _now_iso()
+
+
+def _mark_archived(record: dict[str, Any]) -> None:
+    record["state"] = "archived"
+    record["archived_at"] = _now_iso()
+
+
+def _prepared(content: str, name: str) -> str:
+    """Check ``content`` for skill ``name`` and return it in Hermes's form (tags under metadata)."""
+    _check_content(content)
+    _check_name_matches(content, name)
+    return hermes_front_matter(content)
 
 
 def _check_content(content: str) -> None:
