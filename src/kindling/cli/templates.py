@@ -158,6 +158,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--format", "-f", help="Force the source format instead of detecting it."),
         ] = None,
+        keep_personal_data: Annotated[
+            bool,
+            typer.Option(
+                "--keep-personal-data",
+                help="Keep ids, names, e-mails, addresses... as they were instead of typed placeholders "
+                "(<user_id_1>). Credentials are hidden either way.",
+            ),
+        ] = False,
         json_output: JsonOption = False,
     ) -> None:
         """Mine past sessions into a named template (saving an existing name makes a new version).
@@ -176,6 +184,8 @@ def register(app: typer.Typer) -> None:
             filters["source_filter"] = list(source_filter)
         if max_examples is not None:
             filters["max_examples"] = max_examples
+        if keep_personal_data:
+            filters["keep_personal_data"] = True
         paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
         opened = _store(store)
         with progress_bar(show_progress(json_output)) as progress:

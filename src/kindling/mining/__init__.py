@@ -7,6 +7,8 @@ in several worker processes, with the same result.
 
 from kindling.mining.config import (
     DEFAULT_OUTCOME_RULES,
+    DEFAULT_PERSONAL_KEYS,
+    DEFAULT_PERSONAL_PATTERNS,
     DEFAULT_SECRET_PATTERNS,
     DEFAULT_TOOL_FAMILIES,
     DEFAULT_TRIVIAL_TOOLS,
@@ -18,7 +20,8 @@ from kindling.mining.config import (
 from kindling.mining.model import Example, Outcome, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier, classify_outcome
 from kindling.mining.parallel import default_workers, mine_source, mine_sources
-from kindling.mining.patterns import MiningResult, canonical_arguments, mine, truncate
+from kindling.mining.patterns import MiningResult, canonical_arguments, mine, personal_data_scrubber, truncate
+from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
 from kindling.mining.stats import MiningStats, cohort_of, compute_stats, wilson_interval
 from kindling.mining.tasktype import (
@@ -32,6 +35,8 @@ from kindling.mining.tasktype import (
 
 __all__ = [
     "DEFAULT_OUTCOME_RULES",
+    "DEFAULT_PERSONAL_KEYS",
+    "DEFAULT_PERSONAL_PATTERNS",
     "DEFAULT_SECRET_PATTERNS",
     "DEFAULT_TOOL_FAMILIES",
     "DEFAULT_TRIVIAL_TOOLS",
@@ -43,6 +48,7 @@ __all__ = [
     "OutcomeClassifier",
     "OutcomeRule",
     "OutcomeStatus",
+    "PersonalDataScrubber",
     "SecretRedactor",
     "TaskClassifier",
     "TaskType",
@@ -60,6 +66,7 @@ __all__ = [
     "mine_source",
     "mine_sources",
     "mining_config_path",
+    "personal_data_scrubber",
     "truncate",
     "wilson_interval",
 ]

@@ -17,11 +17,15 @@ different file. Example::
       "trivial_tools": ["todo"],
       "keep_tools": ["memory"],
       "skip_end_reasons": ["aborted"],
-      "secret_patterns": ["corp-[0-9a-f]{32}"]
+      "secret_patterns": ["corp-[0-9a-f]{32}"],
+      "personal_keys": {"patient_id": "patient_id", "*_iban": "account_id"},
+      "personal_patterns": {"patient_id": ["\\bPT-\\d{6}\\b"]}
     }
 
 ``"redact_secrets": false`` keeps credentials in examples as they were (only for data that never
-leaves your machine).
+leaves your machine). Personal data (the values of ``personal_keys`` fields, and what
+``personal_patterns`` match) becomes typed placeholders in kept examples (``<user_id_1>``);
+``"scrub_personal_data": false`` (or ``kindling build --keep-personal-data``) keeps it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ CONFIG_FILE_NAME = "mining.json"
 CONFIG_ENV = "KINDLING_MINING_CONFIG"
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_PLACEHOLDER_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 FAMILIES = ("code", "file", "research", "terminal")
 
 
@@ -145,6 +150,144 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     rf"{_SECRET_NAME}\s*'(?!\[REDACTED\])(?P<secret>[^'\n]{{4,}})'",
     rf"{_SECRET_NAME}[\"']?(?!\[REDACTED\])(?P<secret>[^\s\"',;]{{6,}})",
 )
+
+# Personal data replaced by typed placeholders in kept examples (see kindling.mining.personal).
+# Field names (lower snake case after normalising userId/User-ID; shell globs allowed) whose values
+# are personal, and the placeholder type each gets.
+DEFAULT_PERSONAL_KEYS: dict[str, str] = {
+    **dict.fromkeys(("user_id", "userid", "username", "user_name", "login"), "user_id"),
+    **dict.fromkeys(("customer_id", "client_id_number", "member_id", "passenger_id"), "customer_id"),
+    **dict.fromkeys(("account_id", "account_number", "account_no", "iban"), "account_id"),
+    **dict.fromkeys(("order_id", "order_ids", "orders", "order_number"), "order_id"),
+    **dict.fromkeys(
+        (
+            "reservation_id",
+            "reservation_ids",
+            "reservations",
+            "booking_id",
+            "booking_reference",
+            "confirmation_code",
+        ),
+        "reservation_id",
+    ),
+    **dict.fromkeys(
+        ("payment_id", "payment_method_id", "payment_method_ids", "payment_methods_id", "payment_ids"),
+        "payment_id",
+    ),
+    **dict.fromkeys(("email", "email_address", "e_mail", "*_email"), "email"),
+    **dict.fromkeys(("phone", "phone_number", "mobile", "mobile_number", "telephone", "*_phone"), "phone"),
+    **dict.fromkeys(
+        (
+            "first_name",
+            "last_name",
+            "full_name",
+            "middle_name",
+            "given_name",
+            "family_name",
+            "surname",
+            "firstname",
+            "lastname",
+            "customer_name",
+            "passenger_name",
+            "cardholder_name",
+        ),
+        "name",
+    ),
+    **dict.fromkeys(
+        (
+            "address1",
+            "address2",
+            "address_line1",
+            "address_line_1",
+            "address_line2",
+            "address_line_2",
+            "street",
+            "street_address",
+            "home_address",
+        ),
+        "address",
+    ),
+    **dict.fromkeys(("zip", "zipcode", "zip_code", "postal_code", "postcode"), "zip"),
+    **dict.fromkeys(("dob", "date_of_birth", "birth_date", "birthdate", "birthday"), "date_of_birth"),
+    **dict.fromkeys(
+        ("card_number", "credit_card_number", "cc_number", "pan", "last_four", "last4", "card_last_four"),
+        "card_number",
+    ),
+    **dict.fromkeys(
+        ("ssn", "social_security_number", "national_id", "passport_number", "passport"), "national_id"
+    ),
+}
+
+_NAME = r"[A-Z][a-z]+(?:['’][A-Z]?[a-z]+)?"
+_STREET_SUFFIX = (
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Boulevard|Blvd|Way|Court|Ct|Place|Pl|Terrace|Parkway"
+    r"|Pkwy|Circle|Cir|Highway|Hwy|Square|Sq)\b"
+)
+# Patterns per placeholder type. A group named ``value`` is the personal part ("my ID is" stays).
+# They match shapes that are personal, never paths or code: "file_name_2024.py" is no user id.
+DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
+    "email": (
+        r"(?<![\w.+-])(?!git@)[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+    ),
+    "phone": (
+        r"(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\w.-]\d|\w)",
+        r"(?<![\w.-])\+\d{1,3}(?:[ ]\d{2,4}){2,4}\b",
+    ),
+    "card_number": (
+        r"(?<![\w.-])[2-6]\d{3}(?:[ -]?\d{4}){2}[ -]?\d{1,7}(?![\w.-]\d|\w)",
+        # the last four digits: "Visa ending in 3194", "card ending 1531"
+        r"(?i:\bending(?:\s+in)?\s+)(?P<value>\d{4})\b",
+    ),
+    "user_id": (
+        # first_last_1234, the shape of user ids in customer-service data, in text or a result
+        # (not in a file name, nor a name code uses: test_case_1234, tmp_dir_2024).
+        r"(?<![\w/.\\-])(?!(?:test|tmp|temp|var|get|set|run|file|data|func|step|case|build|make|log)_)"
+        r"[a-z]+_[a-z]+_\d{4}(?!\w|[./\\-]\w)",
+        r"(?i:\b(?:user\s*id|user\s*name|username|customer\s*id|member\s*id|my\s+id)\b\s*(?:is|:|=|#)?\s*)"
+        r"(?P<value>(?=[\w.-]*\d)[A-Za-z0-9](?:[\w-]|\.(?=\w))*)",
+    ),
+    "order_id": (
+        r"(?<![\w/])#[A-Z]{1,3}\d{5,}\b",
+        r"(?i:\border\s*(?:id|number|no\.?|#)\s*(?:is|:)?\s*)(?P<value>#?(?=[\w-]*\d)[A-Za-z0-9][\w-]*)",
+    ),
+    "payment_id": (
+        r"\b(?:credit_card|debit_card|gift_card|paypal|bank_account|apple_pay|certificate)_\d{4,}\b",
+    ),
+    "reservation_id": (
+        r"(?i:\b(?:reservation|booking|confirmation)\s*(?:id|number|code|no\.?|#)?\s*(?:is|:)?\s*)"
+        r"(?P<value>(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6,8})\b",
+    ),
+    "address": (
+        rf"\b\d{{1,6}}\s+(?:[A-Z][a-z]+\s+){{0,3}}{_STREET_SUFFIX}",
+        r"\b(?:Suite|Apt\.?|Apartment|Unit)\s+#?\d+[A-Z]?\b",
+    ),
+    "zip": (
+        # after a state code or a city: "Seattle, WA 98101", "New York, 10001"
+        r"(?:\b[A-Z]{2},?|\b[A-Z][a-z]+,)\s+(?P<value>\d{5}(?:-\d{4})?)\b",
+        r"(?i:\b(?:zip|postal|post)\s*(?:code)?\s*(?:is|:|=)?\s*)(?P<value>\d{5}(?:-\d{4})?)\b",
+    ),
+    "date_of_birth": (
+        r"(?i:\b(?:born(?:\s+on)?|date\s+of\s+birth|dob|birth\s*date|birthday)\b\W{0,3}(?:is\s+|was\s+)?)"
+        r"(?P<value>\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}|[A-Z][a-z]+\s+\d{1,2},?\s+\d{4}"
+        r"|\d{1,2}\s+[A-Z][a-z]+\s+\d{4})",
+    ),
+    "name": (
+        # "my name is X Y", "the name on the order is just X Y", "Name: X"
+        r"\b[Nn]ame\b(?:[^.?!:\n]{0,30}?\b(?:is|was)\b|:)\s+(?:(?:just|definitely|actually|simply|still)\s+)?"
+        rf"(?P<value>{_NAME}(?:[ -]{_NAME}){{0,2}})",
+        rf"(?:\bI am|\bI'm|\bI’m|\b[Tt]his is|\b[Ii]t's|\b[Ii]t’s)\s+(?P<value>{_NAME} {_NAME})\b",
+        r"\b(?:[Cc]ustomer|[Uu]ser|[Cc]lient|[Pp]assenger|[Mm]r\.?|[Mm]rs\.?|[Mm]s\.?|[Dd]r\.)\s+"
+        rf"(?P<value>{_NAME} {_NAME})\b",
+        # "X Y (user_id: ...)", "<user_id_1> (X Y, ZIP ...)"
+        rf"(?P<value>{_NAME} {_NAME})(?=\s*\((?:user|customer)[ _]?id\b)",
+        rf"(?:>|\d)\s*\((?P<value>{_NAME} {_NAME})[,)]",
+        # "look me up as X Y", "find my account under X Y"
+        r"\b(?:look (?:me|it|my account) up|find (?:me|my account)|search for me|under the name)\s+"
+        rf"(?:(?:as|under|by|with)\s+)?(?:the name\s+)?(?P<value>{_NAME} {_NAME})\b",
+        # "X Y, zip code 12345" / "X Y in zip code 12345"
+        rf"(?P<value>{_NAME} {_NAME})(?=,?\s+(?:(?:in|with|and|at|from)\s+)?(?:the\s+)?(?:zip|postal)\b)",
+    ),
+}
 
 DEFAULT_SKIP_END_REASONS: tuple[str, ...] = ("error", "errored", "failed", "failure", "crashed", "exception")
 
@@ -341,7 +484,9 @@ class MiningConfig(BaseModel):
     ``disabled_rules`` turns rules off by name; ``tool_families`` and ``task_keywords`` add names
     to a family; ``trivial_tools`` adds to the trivial tools and ``keep_tools`` removes from them;
     ``skip_end_reasons`` adds session end reasons whose sessions are not mined;
-    ``secret_patterns`` adds credentials to hide in examples, ``redact_secrets`` false hides none.
+    ``secret_patterns`` adds credentials to hide in examples, ``redact_secrets`` false hides none;
+    ``personal_keys`` (field name -> placeholder type) and ``personal_patterns`` (placeholder type
+    -> patterns) add personal data to replace in examples, ``scrub_personal_data`` false keeps it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -355,6 +500,32 @@ class MiningConfig(BaseModel):
     skip_end_reasons: tuple[str, ...] = ()
     secret_patterns: tuple[str, ...] = ()
     redact_secrets: bool = True
+    personal_keys: dict[str, str] = Field(default_factory=dict)
+    personal_patterns: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    scrub_personal_data: bool = True
+
+    @field_validator("personal_keys")
+    @classmethod
+    def _check_personal_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, kind in value.items():
+            if not key.strip():
+                raise ValueError("a personal key name is not empty")
+            if not _PLACEHOLDER_TYPE.match(kind):
+                raise ValueError(f"placeholder type {kind!r} of key {key!r} is not lower-case snake_case")
+        return value
+
+    @field_validator("personal_patterns")
+    @classmethod
+    def _check_personal_patterns(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for kind, patterns in value.items():
+            if not _PLACEHOLDER_TYPE.match(kind):
+                raise ValueError(f"placeholder type {kind!r} is not lower-case snake_case")
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"personal pattern {pattern!r} is not a valid pattern: {exc}") from None
+        return value
 
     @field_validator("secret_patterns")
     @classmethod
@@ -420,6 +591,20 @@ class MiningConfig(BaseModel):
         if not self.redact_secrets:
             return ()
         return DEFAULT_SECRET_PATTERNS + self.secret_patterns
+
+    def personal_keys_table(self) -> dict[str, str]:
+        """Return the field names whose values are personal, with their placeholder type.
+
+        The defaults plus the user's (a user's entry replaces a default of the same name).
+        """
+        return {**DEFAULT_PERSONAL_KEYS, **self.personal_keys}
+
+    def personal_patterns_table(self) -> dict[str, tuple[str, ...]]:
+        """Return the personal-data patterns per placeholder type: the defaults plus the user's."""
+        merged = dict(DEFAULT_PERSONAL_PATTERNS)
+        for kind, patterns in self.personal_patterns.items():
+            merged[kind] = merged.get(kind, ()) + tuple(patterns)
+        return merged
 
     def end_reasons(self) -> frozenset[str]:
         """Return the session end reasons whose sessions are not mined (lower-case)."""

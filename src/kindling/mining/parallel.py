@@ -175,7 +175,9 @@ def mine_sources(
         ]
         return mine(_chained(streams, on_progress), report=report, config=config, **filters)
 
-    partial_filters = {k: v for k, v in filters.items() if k not in ("max_examples", "max_sessions")}
+    partial_filters = {
+        k: v for k, v in filters.items() if k not in ("max_examples", "max_sessions", "keep_personal_data")
+    }
     for key in ("source_filter", "skip_end_reasons", "skip_tools"):
         value = partial_filters.get(key)
         if value is not None and not isinstance(value, str):
@@ -185,7 +187,13 @@ def mine_sources(
     for _partial, shard_report in parts:
         report.merge(shard_report)
     merged = merge_partials(partial for partial, _report in parts)
-    return finish(merged, max_examples=max_examples, report=report, config=config)
+    return finish(
+        merged,
+        max_examples=max_examples,
+        report=report,
+        config=config,
+        keep_personal_data=bool(filters.get("keep_personal_data", False)),
+    )
 
 
 def _chained(streams: list[Iterator[Session]], on_progress: ProgressCallback | None) -> Iterator[Session]:

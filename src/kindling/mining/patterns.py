@@ -21,6 +21,7 @@ import orjson
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
 from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
 from kindling.mining.tasktype import TaskClassifier
@@ -116,6 +117,7 @@ def mine(
     context_chars: int = DEFAULT_CONTEXT_CHARS,
     report: ReadReport | None = None,
     config: MiningConfig | None = None,
+    keep_personal_data: bool = False,
 ) -> MiningResult:
     """Return the examples worth keeping from ``sessions`` and the stats of everything read.
 
@@ -127,8 +129,9 @@ def mine(
     ``max_sessions`` stops reading after that many sessions were mined. Examples are ranked by
     count then recency and capped at ``max_examples`` (0 = stats only); results are truncated to
     ``result_chars`` and requests to ``context_chars`` with a visible marker. ``report`` is the
-    reader's report: its skipped counts join the stats'. Raises ConfigError on a bad ``mining.json``
-    and ValueError on a negative limit.
+    reader's report: its skipped counts join the stats'. Kept examples have credentials hidden and
+    personal data replaced by typed placeholders (see ``finish``); ``keep_personal_data`` keeps
+    the personal data. Raises ConfigError on a bad ``mining.json`` and ValueError on a negative limit.
     """
     check_limits(min_messages, max_sessions, max_examples, result_chars, context_chars)
     partial = mine_partial(
@@ -144,7 +147,13 @@ def mine(
         context_chars=context_chars,
         config=config,
     )
-    return finish(partial, max_examples=max_examples, report=report, config=config)
+    return finish(
+        partial,
+        max_examples=max_examples,
+        report=report,
+        config=config,
+        keep_personal_data=keep_personal_data,
+    )
 
 
 def check_limits(
@@ -380,16 +389,21 @@ def finish(
     max_examples: int,
     report: ReadReport | None = None,
     config: MiningConfig | None = None,
+    keep_personal_data: bool = False,
 ) -> MiningResult:
     """Return the ``MiningResult`` of a (merged) partial pass: totals, ranking, the cap.
 
     ``report``'s skipped counts join the stats'. Credentials in the kept examples are hidden with
-    ``config``'s secret patterns (default: the effective ``mining.json``). ``partial`` is consumed.
-    Raises ConfigError on a bad ``mining.json``.
+    ``config``'s secret patterns (default: the effective ``mining.json``), then personal data is
+    replaced by typed placeholders, consistently within each example (``kindling.mining.personal``),
+    unless ``keep_personal_data`` or the config's ``scrub_personal_data`` is false. Only the kept
+    examples are touched, after ranking. ``partial`` is consumed. Raises ConfigError on a bad
+    ``mining.json``.
     """
     config = config if config is not None else load_mining_config()
     patterns = config.secrets()
     redactor = SecretRedactor(patterns) if patterns else None
+    scrubber = personal_data_scrubber(config, keep_personal_data=keep_personal_data)
     stats = partial.stats
     filtered = partial.filtered
     kept = partial.kept
@@ -407,9 +421,27 @@ def finish(
     if len(ranked) > max_examples:
         filtered["beyond_max_examples"] += len(ranked) - max_examples
     examples = [_example(key, slot, redactor) for key, slot in ranked[:max_examples]]
+    if scrubber is not None:
+        examples = [scrubber.scrub(example) for example in examples]
     return MiningResult(
         examples=examples, stats=stats, filtered=filtered, sessions_mined=partial.mined, distinct=len(kept)
     )
+
+
+def personal_data_scrubber(
+    config: MiningConfig | None = None, *, keep_personal_data: bool = False
+) -> PersonalDataScrubber | None:
+    """Return the scrubber kept examples (and episodes) go through, or None when it is turned off.
+
+    Off when ``keep_personal_data`` is true or ``config.scrub_personal_data`` is false (default
+    config: the effective ``mining.json``). Raises ConfigError on a bad ``mining.json``.
+    """
+    if keep_personal_data:
+        return None
+    config = config if config is not None else load_mining_config()
+    if not config.scrub_personal_data:
+        return None
+    return PersonalDataScrubber.from_config(config)
 
 
 def merge_partials(parts: Iterable[PartialMining]) -> PartialMining:

@@ -137,7 +137,8 @@ def build_template(
     """Mine ``sources`` (paths or URLs any session reader accepts) into a template and save it.
 
     ``mining_filters`` go to ``kindling.mining.mine`` (min_messages, max_sessions, source_filter,
-    skip_tools, max_examples, result_chars); ``workers=N`` sets how many processes mine a Hermes
+    skip_tools, max_examples, result_chars, keep_personal_data: by default ids, names, e-mails and
+    addresses in the examples become typed placeholders, true keeps them); ``workers=N`` sets how many processes mine a Hermes
     database (default: automatic). ``task_type`` defaults to the type of the mined calls.
     Returns the stored template (version bumped if the name existed). Raises TemplateError when
     nothing can be mined or ``task_type`` is unknown, SourceError when a source cannot be read, InvalidNameError for a bad name.
