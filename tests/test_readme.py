@@ -28,3 +28,17 @@ def test_readme_quick_start_is_exactly_two_commands() -> None:
     quick = text.split("## Quick start", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in quick.strip().splitlines()]
     assert commands == ["make run", "make test"]
+
+
+def test_readme_lists_every_environment_variable_kindling_reads() -> None:
+    """Every variable name the code spells out as a string appears in the README's configuration table."""
+    source = Path(__file__).resolve().parent.parent / "src" / "kindling"
+    names = set()
+    for path in source.rglob("*.py"):
+        names |= set(
+            re.findall(r"[\"'`]((?:KINDLING|HERMES)_[A-Z0-9_]*[A-Z0-9])[\"'`]", path.read_text("utf-8"))
+        )
+    assert len(names) >= 30, sorted(names)  # the scan finds what the code reads
+    table = README.read_text(encoding="utf-8").split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(name for name in names if f"`{name}`" not in table)
+    assert not missing, f"add these to the README's configuration table: {missing}"
