@@ -114,3 +114,16 @@ def test_an_unusable_database_path_is_one_clear_line(tmp_path: Path) -> None:
 def test_a_lookalike_of_a_high_risk_action_cannot_be_whitelisted(isolated_homes: Path) -> None:
     code, _, err = invoke("whitelist", "add", "DEPLOY-production")
     assert code != 0 and "high-risk" in err
+
+
+def test_path_json_and_readable_audit_list(isolated_homes: Path) -> None:
+    code, out, _ = invoke("path", "--json")
+    assert code == 0 and json.loads(out) == {"database": str(isolated_homes / "kindling" / "confirm.db")}
+    assert invoke("token", "create", "--role", "agent", "--name", "bot")[0] == 0
+    assert invoke("whitelist", "add", "read_*", "--session", "s1")[0] == 0
+    result = runner.invoke(app, ["confirm", "audit", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    # key=value pairs, not a Python dict repr with quotes and braces
+    assert "action=read_*" in text and "session_key=s1" in text
+    assert "{'" not in result.stdout and "': " not in result.stdout

@@ -378,3 +378,21 @@ def test_read_only_commands_create_nothing(tmp_path: Path, isolated_homes: Path)
     code, out = _invoke("path", "--db", str(missing), "--json")
     assert code == 0 and json.loads(out)["jobs"] == str(missing)
     assert not missing.exists() and not list(tmp_path.iterdir())
+
+
+def test_list_at_80_columns_puts_long_errors_under_the_table(fake_openai: FakeOpenAI) -> None:
+    job = _add(fake_openai, "nightly-report")
+    error = "Connection error: cannot reach http://127.0.0.1:9/v1/chat/completions after 3 retries " * 2
+    JsonJobStore().update(
+        job["id"], {"last_status": "error", "last_error": error, "last_run_at": job["created_at"]}
+    )
+    result = runner.invoke(app, ["cron", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    table = lines[: next(i for i, line in enumerate(lines) if "times in UTC" in line)]
+    rows = [line for line in table if line.strip() and "─" not in line and "id " not in line]
+    assert len(rows) <= 2, table  # one job: one row, at most wrapped once
+    assert "nightly-report" in "\n".join(table)
+    after = " ".join(" ".join(lines[len(table) :]).split())
+    assert "last error of nightly-report: Connection error" in after and "after 3 retries" in after

@@ -9,8 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
+import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from kindling.cli.common import JsonOption, console, err_console, print_json
 
@@ -83,12 +85,16 @@ def serve_command(
 
 
 @confirm_app.command("path")
-def path_command(db: DbOption = None) -> None:
+def path_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     """Print where the daemon keeps its state (a path, or a URL with the password hidden)."""
     from kindling.confirm.settings import ConfirmSettings
     from kindling.db import redact_url
 
-    typer.echo(redact_url(ConfirmSettings.from_env(db=db).database))
+    database = redact_url(ConfirmSettings.from_env(db=db).database)
+    if json_output:
+        print_json({"database": database})
+        return
+    typer.echo(database)
 
 
 @confirm_app.command("status")
@@ -210,8 +216,21 @@ def audit_list(
         return
     table = Table("seq", "when", "event", "request", "actor", "data")
     for e in events:
-        table.add_row(str(e.seq), _when(e.at), e.event, e.request_id or "", e.actor or "", str(e.data))
+        table.add_row(
+            str(e.seq), _when(e.at), e.event, e.request_id or "", e.actor or "", Text(_audit_data(e.data))
+        )
     console.print(table)
+
+
+def _audit_data(data: Any) -> str:
+    """An event's data as ``key=value`` pairs (JSON values, text as it is), not a Python dict repr."""
+    if not isinstance(data, dict):
+        return orjson.dumps(data, default=str).decode()
+    pairs = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        pairs.append(f"{key}={shown}")
+    return " ".join(pairs)
 
 
 def register(app: typer.Typer) -> None:

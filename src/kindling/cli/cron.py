@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -44,6 +45,11 @@ def _store(db: str | None, *, create: bool = True) -> Any:
 
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "-"
+
+
+def _cell_when(value: datetime | None) -> str:
+    """A time for a table cell (the header says UTC): short enough that 80 columns fit a row."""
+    return value.strftime("%m-%d %H:%M") if value else "-"
 
 
 def _state(job: Any) -> str:
@@ -267,20 +273,31 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     if not jobs:
         console.print(f"No jobs in {store.location}.", markup=False, highlight=False)
         return
-    table = Table()
+    table = Table(box=box.SIMPLE_HEAD, caption="times in UTC", caption_justify="left")
+    longest_name = max(len(job.name) for job in jobs)
     for column in ("id", "name", "kind", "schedule", "next run", "last status"):
-        table.add_column(column, overflow="fold")
+        table.add_column(
+            column,
+            overflow="fold",
+            no_wrap=column in ("id", "kind", "next run"),
+            min_width=min(longest_name, 24) if column == "name" else None,
+        )
+    errors: list[str] = []
     for job in jobs:
         status = _last_status(job)
         if job.last_run_at:
-            status += f" at {_when(job.last_run_at)}"
+            status += f" {_cell_when(job.last_run_at)}"
         if job.last_error:
-            status += f": {job.last_error[:80]}"
+            # Errors quote whole endpoint replies: in a cell they wrapped into a dozen lines, so they go
+            # under the table at full width, one line each.
+            errors.append(f"{job.name}: {' '.join(job.last_error.split())[:300]}")
         state = _state(job)
-        upcoming = _when(job.next_run_at) if state == "scheduled" else state
+        upcoming = _cell_when(job.next_run_at) if state == "scheduled" else state
         # Text, not markup: errors quote endpoint replies, and '[/x]' in one would crash Rich.
         table.add_row(*(Text(cell) for cell in (job.id, job.name, job.kind, job.schedule, upcoming, status)))
     console.print(table)
+    for line in errors:
+        console.print(Text(f"last error of {line}"), highlight=False)
 
 
 @cron_app.command("remove")
