@@ -106,3 +106,59 @@ def test_send_notification_reports_errors() -> None:
 def test_send_notification_success(hook: Hook) -> None:
     assert send_notification(f"json://127.0.0.1:{hook.port}/", "title", "body") is None
     assert hook.bodies[0]["title"] == "title"
+
+
+class Hang:
+    """A loopback target that accepts a notification and answers nothing until ``release``."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.got = threading.Event()
+        hold = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                hold.got.set()
+                hold.release.wait(30)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_hanging_target_delays_no_other(tmp_path: Path, hook: Hook) -> None:
+    hang = Hang()
+    # The hanging target first: sent one after the other, the good one waited for its timeout.
+    slow = f"json://127.0.0.1:{hang.port}/hangs"
+    good = f"json://127.0.0.1:{hook.port}/hook"
+    db = str(tmp_path / "confirm.db")
+    settings = daemon_settings(db, notify_urls=(slow, good))
+    store = ConfirmationStore(db, settings)
+    tokens = make_tokens(store)
+    try:
+        with running(settings, store) as server, httpx.Client(base_url=server.base_url) as client:
+            r = client.post(
+                "/confirm", json={"action": "deploy", "description": "d"}, headers=auth(tokens.agent)
+            )
+            assert r.status_code == 202
+            _until(lambda: len(hook.bodies) == 1)
+            # The good target got its notification while the hanging one was still held open.
+            assert hang.got.is_set() and not hang.release.is_set()
+            slow_row = next(row for row in store.outbox() if f":{hang.port}" in row["url"])
+            assert slow_row["attempts"] == 0 and slow_row["status"] == "pending"
+            _until(lambda: any(row["status"] == "sent" for row in store.outbox()))
+            hang.release.set()
+    finally:
+        hang.close()
+        store.close()

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -157,3 +158,27 @@ def test_store_on_postgresql(pg_url: str) -> None:
     report = store.verify_audit()
     assert not report.ok and report.bad_seq == 4 and "missing" in (report.problem or "")
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_dropped_database_shows_up_on_stderr(pg_url: str) -> None:
+    store = ConfirmationStore(pg_url, ConfirmSettings(db=pg_url))
+    tokens = make_tokens(store)
+    store.close()
+    daemon = DaemonProcess(pg_url).start()
+    try:
+        assert httpx.get(f"{daemon.url}/confirm?limit=1", headers=auth(tokens.approver)).status_code == 200
+        name = pg_url.rpartition("/")[2]
+        with psycopg.connect(pg_url.rpartition("/")[0] + "/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        r = httpx.get(f"{daemon.url}/confirm?limit=1", headers=auth(tokens.approver))
+        assert r.status_code == 503
+        deadline = time.monotonic() + 10
+        while "ERROR kindling.confirm: the expiry sweeper failed" not in daemon.log():
+            assert time.monotonic() < deadline, daemon.log()
+            time.sleep(0.1)
+        log = daemon.log()
+        assert "ERROR kindling.confirm: request failed" in log
+        assert "does not exist" in log and "Traceback" not in log
+    finally:
+        daemon.stop()

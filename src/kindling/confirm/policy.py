@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from kindling.confirm.folding import fold_action
 from kindling.errors import InvalidNameError
 
 Role = Literal["agent", "approver", "admin"]
@@ -33,7 +34,6 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 TOKEN_PREFIX = "kct_"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
 MAX_ACTION_CHARS = 200
-_SEPARATORS_RE = re.compile(r"[\s._\-]+")
 SESSION_SECONDS = 12 * 3600
 
 
@@ -147,8 +147,8 @@ def validate_action(action: str) -> str:
 
 
 def normal_action(action: str) -> str:
-    """Return ``action`` folded for comparison: case-folded, runs of spaces, '-' and '.' as '_'."""
-    return _SEPARATORS_RE.sub("_", action.strip().casefold())
+    """Return ``action`` folded for comparison (``folding.fold_action``: NFKC, case, separators)."""
+    return fold_action(action)
 
 
 def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:

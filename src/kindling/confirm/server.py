@@ -6,6 +6,8 @@ benchmark, an agent host); port 0 picks a free port and ``base_url`` reports the
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 from types import TracebackType
@@ -17,9 +19,36 @@ from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfirmError
 
+_LEVELS = {
+    "critical": logging.CRITICAL,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+}
+
+
+def log_to_stderr(level: str = "info") -> None:
+    """Send the ``kindling`` loggers' records (sweeper, outbox, request errors) to stderr with levels.
+
+    The library itself only has a NullHandler; a serving daemon must say when its database is gone.
+    ``level`` is uvicorn's (``trace`` and ``debug`` both mean DEBUG). Calling it again only changes
+    the level.
+    """
+    logger = logging.getLogger("kindling")
+    if not any(getattr(h, "kindling_stderr", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.kindling_stderr = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(_LEVELS.get(level.lower(), logging.DEBUG))
+
 
 def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
-    """Run the daemon in the foreground until interrupted. Raises StoreError if the db fails."""
+    """Run the daemon in the foreground until interrupted. Raises StoreError if the db fails.
+
+    The daemon's own messages go to stderr at ``log_level`` (see ``log_to_stderr``).
+    """
+    log_to_stderr(log_level)
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
 

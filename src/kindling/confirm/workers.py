@@ -13,8 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kindling.confirm.notify import deliver_due
+from kindling.confirm.notify import Deliveries
 from kindling.confirm.store import ConfirmationStore
+from kindling.errors import KindlingError
 
 log = logging.getLogger("kindling.confirm")
 
@@ -26,13 +27,21 @@ async def _every(
     work: Callable[[], Any],
     then: Callable[[Any], None] | None = None,
 ) -> None:
+    failing = False
     while not stop.is_set():
         try:
             result = await asyncio.to_thread(work)
             if then is not None:
                 then(result)
+            if failing:
+                log.warning("the %s works again", name)
+            failing = False
+        except KindlingError as exc:  # a sentence already (a dropped database, say): no traceback
+            log.error("the %s failed; it will try again in %gs: %s", name, interval, exc)
+            failing = True
         except Exception:
             log.exception("the %s failed; it will try again in %gs", name, interval)
+            failing = True
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
@@ -57,5 +66,12 @@ async def run_sweeper(
 
 
 async def run_outbox(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
-    """Deliver due notifications every ``interval`` seconds until ``stop`` is set."""
-    await _every(interval, stop, "notification outbox worker", lambda: deliver_due(store))
+    """Start sending due notifications every ``interval`` seconds until ``stop`` is set.
+
+    Each target is sent to on its own thread (``Deliveries``), so a hanging one delays no other.
+    """
+    deliveries = Deliveries(store)
+    try:
+        await _every(interval, stop, "notification outbox worker", deliveries.dispatch)
+    finally:
+        await asyncio.to_thread(deliveries.close)
