@@ -150,3 +150,31 @@ def test_help_explains_commands() -> None:
         result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0
         assert "Examples" in result.stdout
+
+
+def test_sessions_table_breaks_long_paths_between_names_at_80_columns(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "recorded-runs" / "customer-service" / "november-batch" / "agent-traces"
+    folder.mkdir(parents=True)
+    source = folder / "hermes-state.db"
+    source.write_bytes(sample_db.read_bytes())
+    result = runner.invoke(app, ["sessions", str(source), str(source)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # Every folder and file name shows whole on some line: none is split mid-word.
+    for name in ("recorded-runs", "customer-service", "november-batch", "agent-traces", "hermes-state.db"):
+        assert any(name in line for line in lines), (name, result.output)
+
+
+def test_break_path_breaks_only_after_slashes() -> None:
+    from kindling.cli.common import break_path
+
+    path = "/tmp/some/really/long/directory/path/for/testing/output/state.db"
+    broken = break_path(path, 20)
+    assert broken.replace("\n", "") == path
+    assert all(len(line) <= 20 for line in broken.splitlines())
+    assert all(line.endswith("/") for line in broken.splitlines()[:-1])
+    assert break_path("short.db", 20) == "short.db"
+    assert break_path("a-single-very-long-file-name.jsonl", 10) == "a-single-very-long-file-name.jsonl"

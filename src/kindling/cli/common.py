@@ -6,6 +6,7 @@ The CLI is a thin client of the Python API: commands parse options, call the lib
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -59,3 +60,32 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
     )
     with progress:
         yield progress
+
+
+def break_path(path: str, width: int) -> str:
+    """Return ``path`` with line breaks after ``/`` so each line fits ``width`` where it can.
+
+    Rich folds a long cell at any character, splitting names mid-word; this breaks only between
+    path components (a single component wider than ``width`` is left for Rich to fold).
+    """
+    width = max(width, 8)
+    if len(path) <= width:
+        return path
+    lines = [""]
+    for piece in re.findall(r"[^/]*/|[^/]+$", path):  # each component keeps its trailing slash
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(lines)
+
+
+def fixed_columns_width(rows: list[list[str]], headers: list[str]) -> int:
+    """The width that columns of ``rows`` (each cell on one line) take in a table.
+
+    Counts one space of padding each side and one separator per column, as Rich's boxes draw them.
+    """
+    total = 0
+    for index, header in enumerate(headers):
+        widest = max([len(header), *(len(row[index]) for row in rows)])
+        total += widest + 3
+    return total

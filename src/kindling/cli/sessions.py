@@ -7,8 +7,18 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json, progress_bar, show_progress
+from kindling.cli.common import (
+    JsonOption,
+    break_path,
+    console,
+    err_console,
+    fixed_columns_width,
+    print_json,
+    progress_bar,
+    show_progress,
+)
 
 _CONTENT_LIMIT = 1500
 _ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
@@ -118,32 +128,25 @@ def _print_table(results: list[dict[str, Any]], totals: dict[str, Any]) -> None:
     from rich import box
     from rich.table import Table
 
-    table = Table(title="Session sources", box=box.SIMPLE_HEAD)
-    table.add_column("Source", overflow="fold", ratio=1)
-    table.add_column("Format", no_wrap=True)
-    for label in ("Sessions", "Messages", "Calls", "Results", "Skipped"):
-        table.add_column(label, justify="right", no_wrap=True)
-    for result in results:
-        table.add_row(
-            result["source"],
-            result["format"],
-            f"{result['sessions']:,}",
-            f"{result['messages']:,}",
-            f"{result['tool_calls']:,}",
-            f"{result['tool_results']:,}",
-            f"{sum(result['skipped'].values()):,}",
-        )
+    def cells(row: dict[str, Any]) -> list[str]:
+        counts = (row["sessions"], row["messages"], row["tool_calls"], row["tool_results"])
+        return [f"{n:,}" for n in counts] + [f"{sum(row['skipped'].values()):,}"]
+
+    headers = ["Format", "Sessions", "Messages", "Calls", "Results", "Skipped"]
+    rows = [[result["format"], *cells(result)] for result in results]
     if len(results) > 1:
-        table.add_row(
-            "total",
-            "",
-            f"{totals['sessions']:,}",
-            f"{totals['messages']:,}",
-            f"{totals['tool_calls']:,}",
-            f"{totals['tool_results']:,}",
-            f"{sum(totals['skipped'].values()):,}",
-            style="bold",
-        )
+        rows.append(["", *cells(totals)])
+    # Paths break between components to fit what the number columns leave, never mid-name.
+    source_width = max(12, console.width - fixed_columns_width(rows, headers) - 4)
+    table = Table(title="Session sources", box=box.SIMPLE_HEAD)
+    table.add_column("Source", overflow="fold", min_width=source_width, ratio=1)
+    table.add_column("Format", no_wrap=True)
+    for label in headers[1:]:
+        table.add_column(label, justify="right", no_wrap=True)
+    for result, row in zip(results, rows, strict=False):
+        table.add_row(Text(break_path(str(result["source"]), source_width)), *row)
+    if len(results) > 1:
+        table.add_row("total", *rows[-1], style="bold")
     console.print(table)
     if totals["user_tool_calls"]:
         # tau2-bench's simulated user calls tools too; those calls are not in the Calls column.
