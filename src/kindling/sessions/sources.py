@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from kindling.errors import NotFoundError, SourceError, UnknownFormatError
-from kindling.sessions.files import LEADING_BYTES, SQLITE_MAGIC, peek
+from kindling.sessions.files import LEADING_BYTES, PEEK_BYTES, SQLITE_MAGIC, peek, read_document
 from kindling.sessions.model import ReadReport, Session
 
 HERMES = "hermes"
@@ -38,9 +39,9 @@ Reader = Callable[[Path, ReadReport], Iterator[Session]]
 
 def resolve_source(source: str | Path) -> str | Path:
     """Return what ``source`` names: a URL unchanged, a Hermes home directory as its ``state.db``,
-    a tau2-bench run directory as its ``results.json``.
+    a tau2-bench run directory as its ``results.json``, any other directory of JSON files as is.
 
-    Raises SourceError when a path does not exist or a directory holds no ``state.db``.
+    Raises SourceError when a path does not exist or is a directory that holds none of these.
     """
     from kindling.sessions.hermes import is_postgres_url
 
@@ -58,9 +59,17 @@ def resolve_source(source: str | Path) -> str | Path:
         results = path / "results.json"
         if results.is_file() and (path / "simulations").is_dir():
             return results  # a tau2-bench run saved in its directory format
+        from kindling.sessions.taubench import document_files
+
+        try:
+            has_documents = bool(document_files(path))
+        except OSError as exc:
+            raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+        if has_documents:
+            return path  # a directory of benchmark result files, read file by file
         raise SourceError(
-            f"Cannot read {path}: it is a directory without a state.db, so it is not a Hermes home "
-            "(nor a tau2-bench run directory with results.json and simulations/).",
+            f"Cannot read {path}: it is a directory without a state.db (so not a Hermes home) "
+            "and without .json files (so not a folder of tau-bench / tau2-bench results).",
             path=path,
         )
     return path
@@ -70,11 +79,13 @@ def detect_format(source: str | Path) -> str:
     """Return the format name of ``source`` (one of FORMATS), judged from its content.
 
     Raises SourceError when the source cannot be opened and UnknownFormatError when its content
-    matches no known format.
+    matches no known format (a JSON document of an unknown shape is one such error).
     """
     resolved = resolve_source(source)
     if isinstance(resolved, str):
         return HERMES
+    if resolved.is_dir():
+        return _directory_format(resolved)
     head = peek(resolved)
     if head.startswith(SQLITE_MAGIC):
         return HERMES
@@ -92,23 +103,24 @@ def detect_format(source: str | Path) -> str:
             "use --format to force one.",
             path=resolved,
         )
-    first_line = text.split(b"\n", 1)[0].strip()
-    try:
-        first = orjson.loads(first_line)
-    except orjson.JSONDecodeError:
-        first = None
-    if isinstance(first, dict):
-        found = _format_of_object(first)
+    # One JSON value per line (JSONL, or a document on one line): judge by the first line that
+    # parses among those the peek holds whole.
+    for first in _first_values(text):
+        found = _format_of_value(first)
         if found is not None:
             return found
-    elif isinstance(first, list) and first and isinstance(first[0], dict):
-        found = _format_of_object(first[0], in_array=True)
+        if isinstance(first, dict):
+            break  # a line of an unknown shape: the key heuristics below decide
+    else:
+        # No line parses: a document spread over many lines (or one long line). Parse it whole and
+        # find the runs by their shape wherever they sit.
+        found = _document_format(resolved)
         if found is not None:
             return found
-    # A document spread over many lines: judge by the keys near its start. tau2-bench writes its
-    # results indented with "simulations" last, after the run info and every task (often far past
-    # what is peeked here), so the keys of its run info near the top say tau2-bench too.
-    if b'"simulations"' in text or all(key in text for key in _TAU2_INFO_KEYS):
+    # A document that does not parse whole (cut short): judge by the keys near its start. tau2-bench
+    # writes its results indented with "simulations" last, after the run info and every task (often
+    # far past what is peeked here), so the keys of its run info near the top say tau2-bench too.
+    if b'"simulations"' in text or b'"task_results"' in text or all(key in text for key in _TAU2_INFO_KEYS):
         return TAU2_BENCH
     if b'"traj"' in text:
         return TAU_BENCH
@@ -120,6 +132,81 @@ def detect_format(source: str | Path) -> str:
         f"Cannot detect the format of {resolved}: no known session keys "
         "(messages, conversations, traj, simulations); use --format to force one.",
         path=resolved,
+    )
+
+
+_LINES_TRIED = 8
+# Detection parses a multi-line JSON document whole only up to this size on disk.
+_DOCUMENT_LIMIT = 512 * 1024 * 1024
+
+
+def _first_values(text: bytes) -> Iterator[Any]:
+    """Yield the JSON values of the first complete lines of ``text`` that parse (a few at most)."""
+    lines = text.split(b"\n")
+    complete = lines if len(text) < PEEK_BYTES else lines[:-1]
+    for line in complete[:_LINES_TRIED]:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+
+
+def _format_of_value(value: Any) -> str | None:
+    from kindling.sessions.taubench import document_format
+
+    found = document_format(value)
+    if found is not None:
+        return found
+    if isinstance(value, dict):
+        return _format_of_object(value)
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return _format_of_object(value[0], in_array=True)
+    return None
+
+
+def _document_format(path: Path) -> str | None:
+    """The format of a whole JSON document found by its shape; None when it does not parse.
+
+    Raises UnknownFormatError when it parses but holds nothing kindling reads.
+    """
+    from kindling.sessions.taubench import describe_document, is_run_directory_results
+
+    if _size(path) > _DOCUMENT_LIMIT:
+        return None  # too big to parse just to look: perhaps JSONL with a long first line
+    document = read_document(path, ReadReport())
+    if document is None:
+        return None
+    found = _format_of_value(document)
+    if found is not None:
+        return found
+    if is_run_directory_results(document, path):
+        return TAU2_BENCH
+    raise UnknownFormatError(
+        f"Cannot read {path}: unrecognised format. It is {describe_document(document)}, and no "
+        "sessions were found in it (no tau-bench runs, tau2-bench simulations, messages or "
+        "conversations).",
+        path=path,
+    )
+
+
+def _directory_format(directory: Path) -> str:
+    """The format of a directory of benchmark result files: that of its first file holding runs."""
+    from kindling.sessions.taubench import document_files, document_format
+
+    for path in document_files(directory):
+        try:
+            document = read_document(path, ReadReport())
+        except SourceError:
+            continue
+        found = document_format(document)
+        if found is not None:
+            return found
+    raise UnknownFormatError(
+        f"Cannot read {directory}: none of its .json files holds tau-bench runs or tau2-bench simulations.",
+        path=directory,
     )
 
 
