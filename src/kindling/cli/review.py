@@ -5,13 +5,14 @@ A thin client of :mod:`kindling.review`: parse options, call the library, print.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from kindling.cli.common import JsonOption, console, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, show_progress
 
 memory_app = typer.Typer(
     help="Show the durable memories Hermes Agent and kindling share (MEMORY.md, USER.md).",
@@ -84,15 +85,23 @@ def review_command(
     runtime = Runtime(
         model=model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
     )
-    outcome = review_session(
-        source,
-        session,
-        runtime=runtime,
-        review_memory=review_memory,
-        review_skills=review_skills,
-        format=format,
-        max_iterations=max_iterations,
+    waiting = (
+        err_console.status(
+            f"Reviewing session {session}: waiting for {model} at {base_url} (at most {max_iterations} requests)"
+        )
+        if show_progress(json_output)
+        else contextlib.nullcontext()
     )
+    with waiting:
+        outcome = review_session(
+            source,
+            session,
+            runtime=runtime,
+            review_memory=review_memory,
+            review_skills=review_skills,
+            format=format,
+            max_iterations=max_iterations,
+        )
     if json_output:
         print_json(outcome.as_dict())
         if outcome.error:

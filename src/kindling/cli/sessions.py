@@ -254,7 +254,16 @@ def sample_command(
         created = False
         sessions, seed = int(info.get("sessions", 0)), int(info.get("seed", 0))
     else:
-        generate_sample_db(target, sessions=sessions, seed=seed, overwrite=force)
+        with progress_bar(show_progress(json_output)) as progress:
+            task = (
+                progress.add_task("Writing sample sessions", total=sessions) if progress is not None else None
+            )
+
+            def advance(count: int) -> None:
+                if progress is not None and task is not None:
+                    progress.advance(task, count)
+
+            generate_sample_db(target, sessions=sessions, seed=seed, overwrite=force, on_progress=advance)
     if json_output:
         print_json({"path": str(target), "created": created, "sessions": sessions, "seed": seed})
         return

@@ -25,6 +25,7 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,9 +191,16 @@ def is_sample_db(path: str | Path) -> bool:
 
 
 def generate_sample_db(
-    path: str | Path | None = None, *, sessions: int = 400, seed: int = 7, overwrite: bool = False
+    path: str | Path | None = None,
+    *,
+    sessions: int = 400,
+    seed: int = 7,
+    overwrite: bool = False,
+    on_progress: Callable[[int], None] | None = None,
 ) -> Path:
     """Write a realistic Hermes-style ``state.db`` of ``sessions`` sessions to ``path``; return the path.
+
+    ``on_progress(n)`` is called as sessions are written (n more each time), for progress bars.
 
     ``path`` defaults to ``$KINDLING_HOME/sample/state.db``. The file is built next to the target and
     moved into place atomically. An existing file is replaced only with ``overwrite=True`` and only
@@ -216,7 +224,7 @@ def generate_sample_db(
     except OSError as exc:
         raise StoreError(f"Cannot write {target}: {exc.strerror or exc}.", path=target) from exc
     try:
-        _build(Path(tmp_name), sessions=sessions, seed=seed)
+        _build(Path(tmp_name), sessions=sessions, seed=seed, on_progress=on_progress)
         os.chmod(tmp_name, 0o644)
         os.replace(tmp_name, target)
     except (OSError, sqlite3.Error) as exc:
@@ -230,7 +238,7 @@ def generate_sample_db(
     return target
 
 
-def _build(path: Path, *, sessions: int, seed: int) -> None:
+def _build(path: Path, *, sessions: int, seed: int, on_progress: Callable[[int], None] | None = None) -> None:
     rng = random.Random(seed)
     plans = _plan_sessions(rng, sessions)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -266,6 +274,8 @@ def _build(path: Path, *, sessions: int, seed: int) -> None:
             if len(batch) >= 20_000:
                 _insert_messages(conn, batch)
                 batch = []
+            if on_progress is not None:
+                on_progress(1)
         _insert_messages(conn, batch)
         conn.execute("COMMIT")
         conn.executescript(_INDEXES)

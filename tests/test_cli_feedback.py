@@ -1,0 +1,77 @@
+"""Long work shows progress on a terminal: each command runs in a real pseudo-terminal here.
+
+Progress goes to stderr only when stderr is a terminal, so CliRunner (a pipe) cannot see it.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from fake_openai import FakeOpenAI, text
+from kindling.sessions import generate_sample_db, iter_sessions
+
+
+def run_in_terminal(args: list[str], timeout: float = 60) -> tuple[int, str, str]:
+    """Run ``kindling ARGS`` with stderr on a pseudo-terminal; return (exit code, stdout, terminal text)."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kindling", *args], stdout=subprocess.PIPE, stderr=follower, env=env
+    )
+    os.close(follower)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the terminal closes when the process ends
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    stdout, _ = process.communicate(timeout=timeout)
+    reader.join(timeout=5)
+    os.close(leader)
+    return process.returncode, stdout.decode(), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_sample_shows_progress_with_its_total(tmp_path: Path) -> None:
+    code, stdout, terminal = run_in_terminal(["sample", str(tmp_path / "s.db"), "--sessions", "300"])
+    assert code == 0, terminal
+    assert stdout.strip() == str(tmp_path / "s.db")
+    assert "Writing sample sessions" in terminal and "/300" in terminal
+
+
+def test_sample_library_reports_every_session() -> None:
+    seen: list[int] = []
+    path = generate_sample_db(None, sessions=25, on_progress=seen.append)
+    assert sum(seen) == 25 == sum(1 for _ in iter_sessions(path))
+
+
+def test_review_says_what_it_waits_for(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    db = generate_sample_db(tmp_path / "state.db", sessions=4, seed=3)
+    session_id = next(iter_sessions(db)).id
+    fake_openai.script = [{"fault": "delay", "seconds": 1.5}, text("Nothing worth keeping.")]
+    code, stdout, terminal = run_in_terminal(
+        [
+            "review",
+            str(db),
+            "--session",
+            session_id,
+            "--base-url",
+            fake_openai.base_url,
+            "--model",
+            "slow-model",
+        ]
+    )
+    assert code == 0, terminal + stdout
+    assert f"Reviewing session {session_id}" in terminal and "waiting for slow-model" in terminal
