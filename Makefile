@@ -29,7 +29,10 @@ run: $(VENV)/.run-installed
 	  SRC="$(SAMPLE_DB)"; export KINDLING_HOME="$(CURDIR)/build/sample/kindling"; \
 	  echo "No $(HERMES_DB): using the bundled sample data ($$SRC); state goes to $$KINDLING_HOME."; \
 	  $(BIN)/kindling sample "$$SRC" --quiet >/dev/null; \
+	else \
+	  echo "Reading your Hermes sessions in $$SRC (read-only)."; \
 	fi; \
+	echo "kindling writes its state (template 'main') to $${KINDLING_HOME:-$$HOME/.kindling}."; \
 	$(BIN)/kindling sessions "$$SRC"; \
 	$(BIN)/kindling stats "$$SRC"; \
 	$(BIN)/kindling build main "$$SRC" --tag main; \
