@@ -159,3 +159,41 @@ def test_plot_into_an_unwritable_place_is_a_store_error(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(StoreError, match="Cannot write"):
         plot_failure_rates(compute_stats([]).as_dict(), blocker / "sub" / "p.png")
+
+
+def test_task_success_is_counted_beside_tool_failure_per_cohort() -> None:
+    def rewarded(sid: str, total: int, reward: float | None) -> Session:
+        session = make_session(sid, total, ["ok", "Error: no"])
+        return Session(session.id, "tau2-bench", session.messages, reward=reward)
+
+    sessions = [
+        rewarded("a", 10, 1.0),
+        rewarded("b", 10, 0.0),
+        rewarded("c", 10, None),  # no reward: not in the success counts
+        rewarded("d", 30, 1.0),
+    ]
+    data = compute_stats(sessions).as_dict()
+    assert (data["rewarded"], data["successes"], data["success_rate"]) == (3, 2, round(2 / 3, 6))
+    short, mid = data["cohorts"]["short"], data["cohorts"]["mid"]
+    assert (short["rewarded"], short["successes"], short["success_rate"]) == (2, 1, 0.5)
+    assert (short["success_ci_low"], short["success_ci_high"]) == tuple(
+        round(x, 6) for x in wilson_interval(1, 2) or ()
+    )
+    assert (mid["rewarded"], mid["successes"]) == (1, 1)
+    assert short["failure_rate"] == 0.5  # tool failure beside it, unchanged
+    assert data["cohorts"]["marathon"]["success_rate"] is None
+    # Shards merged (as worker processes mine them) give the same counts as one pass.
+    from kindling.mining.config import MiningConfig
+    from kindling.mining.patterns import finish, merge_partials, mine_partial
+
+    config = MiningConfig()
+    parts = [
+        mine_partial(iter(part), min_messages=0, keep_examples=False, config=config)
+        for part in (sessions[:1], sessions[1:])
+    ]
+    assert finish(merge_partials(parts), max_examples=0).stats.as_dict() == data
+
+
+def test_no_reward_means_no_success_rate() -> None:
+    data = compute_stats([make_session("a", 10, ["ok"])]).as_dict()
+    assert (data["rewarded"], data["successes"], data["success_rate"]) == (0, 0, None)

@@ -283,3 +283,45 @@ def test_plot_labels_stay_inside_the_axes() -> None:
     for label in labels:
         extent = label.get_window_extent(renderer)
         assert extent.y1 <= box.y1, (label.get_text(), extent.y1, box.y1)
+
+
+def test_stats_reports_task_success_beside_tool_failure_at_80_columns(tmp_path: Path) -> None:
+    def simulation(sim_id: str, reward: float, error: bool) -> dict[str, object]:
+        return {
+            "id": sim_id,
+            "task_id": "0",
+            "reward_info": {"reward": reward},
+            "messages": [
+                {"role": "user", "content": "Cancel my order"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "a", "name": "cancel", "arguments": {}, "requestor": "assistant"}],
+                },
+                {"role": "tool", "id": "a", "content": "Error: no" if error else "ok", "error": error},
+            ],
+        }
+
+    path = tmp_path / "tau2.json"
+    sims = [simulation("s1", 1.0, False), simulation("s2", 0.0, True), simulation("s3", 1.0, True)]
+    path.write_bytes(orjson.dumps({"info": {}, "tasks": [], "simulations": sims}))
+    data = orjson.loads(CliRunner().invoke(app, ["stats", str(path), "--json"]).stdout)
+    assert (data["rewarded"], data["successes"]) == (3, 2)
+    short = data["cohorts"]["short"]
+    assert (short["rewarded"], short["successes"], short["success_rate"]) == (3, 2, round(2 / 3, 6))
+    assert short["failure_rate"] == round(2 / 3, 6)
+    result = CliRunner().invoke(app, ["stats", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "Task success beside tool failure" in result.output
+    assert "tasks succeeded (reward 1)" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    success_table = result.output.split("Task success beside tool failure")[1]
+    row = next(line for line in success_table.splitlines() if "short" in line)
+    # rewarded, succeeded, success, its interval, and the cohort's tool failure rate beside it
+    assert row.split("│")[2:7] == ["        3 ", "         2 ", "   66.7% ", " 20.8–93.9% ", "        66.7% "]
+
+
+def test_stats_without_rewards_prints_no_success_table(sample_db: Path) -> None:
+    result = CliRunner().invoke(app, ["stats", str(sample_db)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert "Task success" not in result.output and "reward" not in result.output

@@ -37,6 +37,9 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
         ("calls never answered", "calls_unanswered"),
     ):
         summary.add_row(label, f"{data[key]:,}")
+    if data["rewarded"]:
+        summary.add_row("sessions with a reward", f"{data['rewarded']:,}")
+        summary.add_row("tasks succeeded (reward 1)", f"{data['successes']:,}")
     for reason, count in data["skipped"].items():
         summary.add_row(f"skipped: {reason}", f"{count:,}")
     console.print(summary)
@@ -62,6 +65,8 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
             _interval(row),
         )
     console.print(cohorts)
+    if data["rewarded"]:
+        _render_success(data)
     comparison = data["comparison"]
     if comparison["significant"] is not None:
         first, second = comparison["cohorts"]
@@ -107,6 +112,30 @@ def _render(data: dict[str, Any], *, by_tool: bool, top: int) -> None:
     console.print(types)
 
 
+def _success_interval(row: dict[str, Any]) -> str:
+    if row.get("success_ci_low") is None:
+        return "-"
+    return f"{row['success_ci_low'] * 100:.1f}–{row['success_ci_high'] * 100:.1f}%"
+
+
+def _render_success(data: dict[str, Any]) -> None:
+    """Task success beside tool failure, per cohort (only sources that record a reward)."""
+    table = Table(title="Task success beside tool failure, by session length", title_justify="left")
+    table.add_column("cohort", no_wrap=True)
+    for column in ("rewarded", "succeeded", "success", "95% CI", "tool failure"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, row in data["cohorts"].items():
+        table.add_row(
+            name,
+            f"{row['rewarded']:,}",
+            f"{row['successes']:,}",
+            _percent(row["success_rate"]),
+            _success_interval(row),
+            _percent(row["failure_rate"]),
+        )
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``stats`` command to the root app."""
 
@@ -144,12 +173,14 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_TOP,
         json_output: JsonOption = False,
     ) -> None:
-        """Report tool-call failure rates by tool and by session length.
+        """Report tool-call failure rates by tool and by session length, and task success where a reward exists.
 
         Every call the agent made is paired with its result by id and judged ok, failed or unknown
         by the outcome rules (extend them in $KINDLING_HOME/mining.json). Sessions are grouped by
         length: short (< 20 messages), mid (20-99) and marathon (>= 100), each with a Wilson 95%
-        interval so you can see whether a difference is real.
+        interval so you can see whether a difference is real. Sources that record a reward
+        (tau-bench, tau2-bench) also get task success per cohort (reward 1.0 is success) beside
+        the tool failure rate.
 
         Examples:
 

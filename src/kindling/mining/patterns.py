@@ -251,6 +251,8 @@ def mine_partial(
         stats.messages += count
         stats.cohort_sessions[cohort] += 1
         stats.cohort_messages[cohort] += count
+        if session.reward is not None:
+            stats.count_reward(cohort, session.reward)
 
         eligible = False
         if judge:
@@ -504,6 +506,8 @@ def _merge_stats(into: MiningStats, other: MiningStats) -> None:
     into.task_types.update(other.task_types)
     into.cohort_sessions.update(other.cohort_sessions)
     into.cohort_messages.update(other.cohort_messages)
+    into.cohort_rewarded.update(other.cohort_rewarded)
+    into.cohort_successes.update(other.cohort_successes)
     # The tally stays in the order one pass builds it: cohort by cohort, tools by first call.
     by_cohort: dict[str, dict[str, list[int]]] = {name: {} for name, _low, _high in COHORTS}
     for tally in (into.tally, other.tally):

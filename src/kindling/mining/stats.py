@@ -5,6 +5,9 @@ hot loop only bumps one tally per (cohort, tool); totals per tool and per cohort
 ``as_dict`` is called. The JSON keys of ``as_dict`` are part of kindling's interface.
 
 Cohorts by session length: short (< 20 messages), mid (20-99), marathon (>= 100).
+
+Where a source records a reward (tau-bench, tau2-bench), task success is counted beside tool
+failure: a session succeeded when its reward is 1.0 or more.
 """
 
 from __future__ import annotations
@@ -52,6 +55,21 @@ def wilson_interval(failures: int, trials: int, z: float = 1.96) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+#: A session whose reward is at least this succeeded at its task.
+SUCCESS_REWARD = 1.0
+
+
+def _success(successes: int, rewarded: int) -> dict[str, Any]:
+    interval = wilson_interval(successes, rewarded)
+    return {
+        "rewarded": rewarded,
+        "successes": successes,
+        "success_rate": round(successes / rewarded, 6) if rewarded else None,
+        "success_ci_low": round(interval[0], 6) if interval else None,
+        "success_ci_high": round(interval[1], 6) if interval else None,
+    }
+
+
 def _rate(failures: int, results: int) -> dict[str, Any]:
     interval = wilson_interval(failures, results)
     return {
@@ -67,7 +85,9 @@ class MiningStats:
 
     ``tally`` maps (cohort, tool) to ``[calls, results, failures, unknown]``: calls the agent
     made, results paired with them by id, results that failed, and results whose outcome is unknown.
-    The failure rate of a tool or cohort is failures / results.
+    The failure rate of a tool or cohort is failures / results. ``cohort_rewarded`` counts the
+    sessions of a cohort that carry a reward and ``cohort_successes`` those whose reward is 1.0 or
+    more: the task success rate is successes / rewarded.
     """
 
     sessions: int = 0
@@ -82,6 +102,14 @@ class MiningStats:
     cohort_sessions: Counter[str] = field(default_factory=Counter)
     cohort_messages: Counter[str] = field(default_factory=Counter)
     tally: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    cohort_rewarded: Counter[str] = field(default_factory=Counter)
+    cohort_successes: Counter[str] = field(default_factory=Counter)
+
+    def count_reward(self, cohort: str, reward: float) -> None:
+        """Count a session of ``cohort`` that carries ``reward`` (a success when it is 1.0 or more)."""
+        self.cohort_rewarded[cohort] += 1
+        if reward >= SUCCESS_REWARD:
+            self.cohort_successes[cohort] += 1
 
     def merge_report(self, report: ReadReport) -> None:
         """Add what a reader skipped (by reason) to this pass's skipped counts."""
@@ -115,7 +143,8 @@ class MiningStats:
         return rows
 
     def cohort_rows(self) -> dict[str, dict[str, Any]]:
-        """Return per-cohort sessions, messages, calls, failures, failure rate and Wilson interval."""
+        """Return per-cohort sessions, messages, calls, failures, failure rate and Wilson interval,
+        and task success (rewarded sessions, successes, success rate and its interval)."""
         out: dict[str, dict[str, Any]] = {}
         for name, low, high in COHORTS:
             tools = self._tools(name)
@@ -131,6 +160,7 @@ class MiningStats:
                 "results": results,
                 "failures": failures,
                 **_rate(failures, results),
+                **_success(self.cohort_successes[name], self.cohort_rewarded[name]),
                 "tools": self._tool_rows(tools, intervals=True),
             }
         return out
@@ -148,6 +178,13 @@ class MiningStats:
             "results_failed": self.results_failed,
             "results_unknown": self.results_unknown,
             "calls_unanswered": self.calls_unanswered,
+            **{
+                key: value
+                for key, value in _success(
+                    sum(self.cohort_successes.values()), sum(self.cohort_rewarded.values())
+                ).items()
+                if not key.startswith("success_ci")
+            },
             "skipped": dict(sorted(self.skipped.items())),
             "tools": self._tool_rows(self._tools(), intervals=False),
             "task_types": task_types,
