@@ -87,9 +87,14 @@ def test_first_serve_prints_an_admin_token_once(tmp_path: Path) -> None:
     db = str(tmp_path / "first.db")
     daemon = DaemonProcess(db).start()
     daemon.stop()
-    log = daemon.log()
-    assert "admin token" in log and "/ui/login#token=" in log
+    log, out = daemon.log(), daemon.output()
+    assert "admin token" in log and "/ui/login" in log
+    # The token is printed once, on stdout only (stderr often lands in a shared log).
+    raw = out.strip()
+    assert raw.startswith("kct_") and len(out.strip().splitlines()) == 1
+    assert raw not in log
     store = ConfirmationStore(db)
+    assert store.authenticate(raw) is not None
     tokens = store.list_tokens()
     assert [(t.name, t.role) for t in tokens] == [("admin", "admin")]
     # Any later start finds a token and creates nothing (the command prints only what this returns).
@@ -106,7 +111,9 @@ def test_bad_token_names_are_refused(bad: str) -> None:
 def test_an_unusable_database_path_is_one_clear_line(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    code, _, err = invoke("status", "--db", str(blocker / "sub" / "confirm.db"))
+    code, _, err = invoke(
+        "token", "create", "--role", "agent", "--name", "x", "--db", str(blocker / "sub" / "c.db")
+    )
     assert code != 0 and err.startswith("Error: Cannot open database") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
@@ -127,3 +134,27 @@ def test_path_json_and_readable_audit_list(isolated_homes: Path) -> None:
     # key=value pairs, not a Python dict repr with quotes and braces
     assert "action=read_*" in text and "session_key=s1" in text
     assert "{'" not in result.stdout and "': " not in result.stdout
+
+
+def test_read_only_commands_create_no_database(isolated_homes: Path) -> None:
+    home = isolated_homes / "kindling"
+    for args in (
+        ["status"],
+        ["status", "--json"],
+        ["token", "list"],
+        ["token", "list", "--json"],
+        ["whitelist", "list"],
+        ["whitelist", "list", "--json"],
+        ["audit", "list", "--json"],
+        ["audit", "verify"],
+        ["audit", "verify", "--json"],
+    ):
+        code, out, err = invoke(*args)
+        assert code == 0, (args, err)
+    code, out, _ = invoke("status", "--json")
+    assert json.loads(out)["requests"]["pending"] == 0
+    assert invoke("token", "list", "--json")[1].strip() == "[]"
+    code, _, err = invoke("audit", "verify", "--expect-head", "3:" + "a" * 64)
+    assert code == 1 and "no database" in err
+    assert not (home / "confirm.db").exists()
+    assert not home.exists() or list(home.iterdir()) == []

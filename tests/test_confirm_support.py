@@ -97,6 +97,7 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         # A file, not a pipe: a chatty daemon must never block on a full pipe buffer.
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the daemon
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115 - stdout, apart from the log
 
     @property
     def url(self) -> str:
@@ -118,7 +119,7 @@ class DaemonProcess:
                 "warning",
             ],
             env=self.env,
-            stdout=subprocess.DEVNULL,
+            stdout=self._out,
             stderr=self._log,
         )
         return self
@@ -157,3 +158,8 @@ class DaemonProcess:
     def log(self) -> str:
         self._log.seek(0)
         return self._log.read().decode(errors="replace")
+
+    def output(self) -> str:
+        """What the daemon printed on stdout."""
+        self._out.seek(0)
+        return self._out.read().decode(errors="replace")

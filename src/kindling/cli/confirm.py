@@ -1,11 +1,17 @@
 """``kindling confirm``: run the confirmation daemon and manage its tokens, whitelist and audit log.
 
-A thin client of ``kindling.confirm``: every command opens the daemon's database (``--db``, else
-``KINDLING_CONFIRM_DB``, else ``$KINDLING_HOME/confirm.db``) and calls the store.
+A thin client of ``kindling.confirm``: the management commands open the daemon's database
+(``--db``, else ``KINDLING_CONFIRM_DB``, else ``$KINDLING_HOME/confirm.db``) and call the store;
+read-only ones never create it. ``pending``, ``approve`` and ``deny`` talk to a running daemon over
+HTTP with an approver token (``KINDLING_CONFIRM_APPROVER_TOKEN``), as the web page does.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import time
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
@@ -50,6 +56,25 @@ def _store(db: str | None) -> Any:
     return open_store(ConfirmSettings.from_env(db=db))
 
 
+def _existing_store(db: str | None) -> Any:
+    """The store, or None when its SQLite file does not exist yet (read-only commands create nothing)."""
+    from kindling.confirm.settings import ConfirmSettings
+    from kindling.confirm.store import open_existing_store
+
+    return open_existing_store(ConfirmSettings.from_env(db=db))
+
+
+def _no_database(db: str | None) -> None:
+    from kindling.confirm.settings import ConfirmSettings
+
+    where = ConfirmSettings.from_env(db=db).database
+    err_console.print(
+        f"No confirm database yet at {where} (kindling confirm serve or token create makes it).",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 @confirm_app.command("serve")
 def serve_command(
     host: Annotated[str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")] = None,
@@ -76,10 +101,16 @@ def serve_command(
     finally:
         store.close()
     if raw:
-        err_console.print("No tokens yet: created an admin token. It is shown only this once:", markup=False)
+        # The token goes to stdout once and nowhere else: stderr often ends up in a shared log.
+        err_console.print(
+            "No tokens yet: created an admin token, printed once on stdout below.", markup=False
+        )
         typer.echo(raw)
         err_console.print(
-            f"Sign in at {settings.base_url}/ui/login#token={raw}", markup=False, soft_wrap=True
+            f"Sign in at {settings.base_url}/ui/login with it (or open "
+            f"{settings.base_url}/ui/login#token=<token>).",
+            markup=False,
+            soft_wrap=True,
         )
     serve(settings, log_level=log_level)
 
@@ -100,7 +131,23 @@ def path_command(db: DbOption = None, json_output: JsonOption = False) -> None:
 @confirm_app.command("status")
 def status_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     """Show request counts by status, live tokens, whitelist rules, the outbox and audit size."""
-    summary = _store(db).summary()
+    from kindling.confirm.store import STATUSES
+
+    store = _existing_store(db)
+    if store is None:
+        summary: dict[str, Any] = {
+            "database": None,
+            "requests": {status: 0 for status in STATUSES},
+            "tokens": 0,
+            "whitelist_rules": 0,
+            "outbox": {},
+            "audit_events": 0,
+        }
+        if not json_output:
+            _no_database(db)
+            return
+    else:
+        summary = store.summary()
     if json_output:
         print_json(summary)
         return
@@ -137,7 +184,11 @@ def token_create(
 @token_app.command("list")
 def token_list(db: DbOption = None, json_output: JsonOption = False) -> None:
     """List tokens (names and roles, never secrets)."""
-    tokens = _store(db).list_tokens()
+    store = _existing_store(db)
+    tokens = store.list_tokens() if store else []
+    if store is None and not json_output:
+        _no_database(db)
+        return
     if json_output:
         print_json([t.__dict__ for t in tokens])
         return
@@ -169,7 +220,11 @@ def whitelist_add(
 @whitelist_app.command("list")
 def whitelist_list(db: DbOption = None, json_output: JsonOption = False) -> None:
     """List auto-approval rules."""
-    rules = _store(db).list_rules()
+    store = _existing_store(db)
+    rules = store.list_rules() if store else []
+    if store is None and not json_output:
+        _no_database(db)
+        return
     if json_output:
         print_json([r.__dict__ for r in rules])
         return
@@ -189,15 +244,47 @@ def whitelist_remove(
 
 
 @audit_app.command("verify")
-def audit_verify(db: DbOption = None, json_output: JsonOption = False) -> None:
-    """Check the audit hash chain end to end; exit 1 when a row was altered, removed or inserted."""
-    report = _store(db).verify_audit()
+def audit_verify(
+    expect_head: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-head",
+            help="The head an earlier verify printed (<count>:<hash>), kept elsewhere: fails when "
+            "rows were cut from the chain's end or that row changed.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Check the audit log; exit 1 when it does not hold.
+
+    Checks the hash chain end to end (a row altered, removed or inserted), every request against
+    its audit events (a decision flipped, details edited, a row deleted) and, with --expect-head,
+    that the chain still holds the head printed earlier. Keep the printed head somewhere the
+    database's users cannot write.
+    """
+    from kindling.confirm.audit import parse_anchor
+    from kindling.confirm.records import AuditReport
+
+    if expect_head:
+        parse_anchor(expect_head)  # a malformed anchor is a usage error, whatever the database holds
+    store = _existing_store(db)
+    if store is not None:
+        report = store.verify_audit(expect_head)
+    elif expect_head:
+        report = AuditReport(False, 0, None, "there is no database, so no chain holds the expected head")
+    else:
+        report = AuditReport(True, 0, head="0:" + "0" * 64)
     if json_output:
         print_json(report.__dict__)
     elif report.ok:
-        typer.echo(f"Audit chain intact: {report.rows} events.")
+        typer.echo(
+            f"Audit log intact: {report.rows} events, {report.requests} requests agree with them.\n"
+            f"Head: {report.head}"
+        )
     else:
-        err_console.print(f"Audit chain BROKEN at event {report.bad_seq}: {report.problem}.", markup=False)
+        where = f"event {report.bad_seq}" if report.bad_seq else f"request {report.bad_request}"
+        err_console.print(f"Audit log BROKEN at {where}: {report.problem}.", markup=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -210,7 +297,11 @@ def audit_list(
     json_output: JsonOption = False,
 ) -> None:
     """Show the newest audit events."""
-    events = _store(db).audit_events(limit=limit, request_id=request)
+    store = _existing_store(db)
+    events = store.audit_events(limit=limit, request_id=request) if store else []
+    if store is None and not json_output:
+        _no_database(db)
+        return
     if json_output:
         print_json([e.__dict__ for e in events])
         return
@@ -231,6 +322,130 @@ def _audit_data(data: Any) -> str:
         shown = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
         pairs.append(f"{key}={shown}")
     return " ".join(pairs)
+
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", help="The daemon (default: KINDLING_CONFIRM_URL, else KINDLING_CONFIRM_HOST/_PORT)."
+    ),
+]
+APPROVER_ENV = "KINDLING_CONFIRM_APPROVER_TOKEN"
+
+
+def _approver_client(url: str | None) -> Any:
+    from kindling.confirm.client import ConfirmClient
+    from kindling.confirm.settings import ConfirmSettings
+    from kindling.errors import ConfirmError
+
+    # From the environment only: a token on the command line is visible to every local user.
+    token = os.environ.get(APPROVER_ENV, "").strip()
+    if not token:
+        raise ConfirmError(f"{APPROVER_ENV} is not set: export an approver (or admin) token first.")
+    base = url or os.environ.get("KINDLING_CONFIRM_URL") or ConfirmSettings.from_env().base_url
+    return ConfirmClient(base, token)
+
+
+def _print_request_json(data: Any) -> None:
+    # The standard encoder keeps integers past 64 bits exact, as the daemon sent them.
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _card(r: dict[str, Any]) -> str:
+    """The request as the web page shows it, for a terminal (misleading characters marked)."""
+    from kindling.confirm.spoofing import visible_text
+
+    left = max(0, int(float(r.get("expires_at") or 0) - time.time()))
+    requester = str(r.get("requester"))
+    if r.get("requester_label"):
+        requester += f" (calls itself {visible_text(str(r['requester_label']))!r})"
+    if r.get("session_key"):
+        requester += f" · session {visible_text(str(r['session_key']))}"
+    lines = [
+        f"── {visible_text(str(r.get('action')))}  [{r.get('status')}]",
+        f"Request       {r.get('id')}",
+        f"Requested by  {requester}",
+        f"Submitted     {_when(r.get('created_at'))} UTC",
+        f"Expires       {_when(r.get('expires_at'))} UTC (denied if nobody decides; {left}s left)",
+        f"Digest        {r.get('digest')}",
+    ]
+    warnings = r.get("warnings") or []
+    if warnings:
+        lines.append(f"WARNING: {len(warnings)} character(s) may not be what they look like:")
+        for w in warnings[:10]:
+            lines.append(f"  {w['field']}: {w['char']} {w['name']} ({w['kind']}) at {w['index']}")
+    lines.append("Description:")
+    lines.extend("  " + line for line in visible_text(str(r.get("description"))).splitlines() or [""])
+    lines.append("Details:")
+    pretty = json.dumps(r.get("details"), indent=2, ensure_ascii=False, sort_keys=True)
+    lines.extend("  " + line for line in visible_text(pretty).splitlines())
+    return "\n".join(lines)
+
+
+@confirm_app.command("pending")
+def pending_command(url: UrlOption = None, json_output: JsonOption = False) -> None:
+    """Show the requests waiting for a decision, oldest first, in full (as the web page does).
+
+    Needs a running daemon and an approver or admin token in KINDLING_CONFIRM_APPROVER_TOKEN.
+    Example: kindling confirm pending
+    """
+    with _approver_client(url) as client:
+        records = client.list_requests(status="pending", limit=500)
+    records.sort(key=lambda r: float(r.get("created_at") or 0))
+    if json_output:
+        _print_request_json(records)
+        return
+    if not records:
+        typer.echo("Nothing is waiting for a decision.")
+        return
+    typer.echo("\n\n".join(_card(r) for r in records))
+
+
+def _decide_command(
+    verb: str, request_id: str, reason: str | None, digest: str | None, url: str | None
+) -> None:
+    with _approver_client(url) as client:
+        shown = client.get(request_id)
+        typer.echo(_card(shown))
+        # Bound to what was just shown (or to the digest the approver read earlier): if the
+        # request changed in between, the daemon refuses with 412.
+        call = client.approve if verb == "approve" else client.deny
+        record = call(request_id, reason=reason, digest=digest or shown.get("digest"))
+    typer.echo(f"{record['action']} {record['status']} by {record['decided_by']} ({record['id']}).")
+
+
+ReasonOption = Annotated[str | None, typer.Option("--reason", help="Why; kept in the audit log.")]
+DigestOption = Annotated[
+    str | None,
+    typer.Option("--digest", help="The digest you read (from pending); refused if the request differs."),
+]
+
+
+@confirm_app.command("approve")
+def approve_command(
+    request_id: Annotated[str, typer.Argument(help="The request's id (cr_...).")],
+    reason: ReasonOption = None,
+    digest: DigestOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Approve a pending request with the approver token in KINDLING_CONFIRM_APPROVER_TOKEN.
+
+    Prints the request as decided on, then the outcome. Example:
+    kindling confirm approve cr_0123... --reason "checked the plan"
+    """
+    _decide_command("approve", request_id, reason, digest, url)
+
+
+@confirm_app.command("deny")
+def deny_command(
+    request_id: Annotated[str, typer.Argument(help="The request's id (cr_...).")],
+    reason: ReasonOption = None,
+    digest: DigestOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Deny a pending request with the approver token in KINDLING_CONFIRM_APPROVER_TOKEN."""
+    _decide_command("deny", request_id, reason, digest, url)
 
 
 def register(app: typer.Typer) -> None:

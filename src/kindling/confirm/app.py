@@ -105,6 +105,10 @@ def create_app(
         version=__version__,
         description="An agent asks, a human decides: durable, authenticated confirmation of risky actions.",
         lifespan=lifespan,
+        # Swagger UI and ReDoc load their scripts from a CDN; on the origin of the approvers' page
+        # such a script could read and post its forms. The schema stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.state.settings = settings

@@ -2,10 +2,16 @@
 
 FastAPI would answer 422 for these; the prototype's clients expect 400. The pydantic models still
 describe every body in the OpenAPI schema through ``openapi_body``.
+
+What is refused here, before anything is stored: JSON nested deeper than ``MAX_DEPTH`` (deep
+values broke every later read of the request), NUL characters (PostgreSQL cannot store them, and
+SQLite would then disagree with it), and values of the wrong JSON type (``"30"`` or ``true`` for
+``timeout_seconds``). Integers of any size are kept exact, so the digest covers what was sent.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 import orjson
@@ -16,11 +22,15 @@ from kindling.errors import ConfirmError
 
 Model = TypeVar("Model", bound=BaseModel)
 
+# How deeply a body may nest (objects and arrays); far above any real request, far below the
+# depth at which encoding a response runs out of stack.
+MAX_DEPTH = 32
+
 
 class SubmitBody(BaseModel):
     """``POST /confirm``: what the agent wants to do, and why."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     action: str = Field(
         min_length=1, max_length=200, description="Machine name of the action, e.g. deploy_production."
@@ -34,14 +44,16 @@ class SubmitBody(BaseModel):
         default=None, max_length=200, description="The agent session, for per-session whitelists."
     )
     timeout_seconds: int | None = Field(
-        default=None, description="Clamped to the daemon's range (30..3600 by default)."
+        default=None,
+        description="A JSON integer (not a string or a boolean); clamped to the daemon's range "
+        "(30..3600 by default).",
     )
 
 
 class ApproveBody(BaseModel):
     """``POST /confirm/{id}/approve``."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     approver: str | None = Field(
         default=None, max_length=200, description="A label; the token decides who approved."
@@ -55,7 +67,7 @@ class ApproveBody(BaseModel):
 class DenyBody(BaseModel):
     """``POST /confirm/{id}/deny``."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     denier: str | None = Field(
         default=None, max_length=200, description="A label; the token decides who denied."
@@ -69,6 +81,8 @@ class DenyBody(BaseModel):
 class TokenBody(BaseModel):
     """``POST /tokens``: create a token (admin)."""
 
+    model_config = ConfigDict(strict=True)
+
     role: str = Field(description="agent, approver or admin.")
     name: str = Field(min_length=1, max_length=64)
 
@@ -76,8 +90,35 @@ class TokenBody(BaseModel):
 class RuleBody(BaseModel):
     """``POST /whitelist``: auto-approve an action (or glob), globally or in one session (admin)."""
 
+    model_config = ConfigDict(strict=True)
+
     action: str = Field(min_length=1, max_length=200)
     session_key: str | None = Field(default=None, max_length=200)
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: one sentence."""
+
+    error: str = Field(description="What went wrong, in one sentence.")
+
+
+ERROR_MEANINGS = {
+    400: "Bad request: not JSON, a wrong type, too deep, a NUL character, or a bad parameter",
+    401: "No bearer token, or an unknown or revoked one",
+    403: "The token's role may not do this (or it is the requester deciding its own request)",
+    404: "No such request, token or rule (another agent's request answers 404 too)",
+    409: "Already decided, expired, or the name is taken",
+    412: "The digest differs from the request as stored",
+    413: "The body is larger than the daemon's limit",
+    422: "The Idempotency-Key was already used for a different request",
+    429: "Rate limited, or too many long polls open",
+    503: "The database is unavailable",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """Return the ``responses=`` of a route documenting ``codes`` (and 503) with the error body."""
+    return {code: {"description": ERROR_MEANINGS[code], "model": ErrorBody} for code in (*codes, 503)}
 
 
 def openapi_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
@@ -108,10 +149,7 @@ async def read_body(request: Request, model: type[Model], *, max_bytes: int, opt
         if optional:
             return model()
         raise ConfirmError("The body must be a JSON object.", status_code=400)
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ConfirmError("The body is not valid JSON.", status_code=400) from None
+    data = parse_json(raw)
     if not isinstance(data, dict):
         raise ConfirmError("The body must be a JSON object.", status_code=400)
     try:
@@ -121,3 +159,57 @@ async def read_body(request: Request, model: type[Model], *, max_bytes: int, opt
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise ConfirmError(f"Invalid body: {problems}.", status_code=400) from None
+
+
+def parse_json(raw: bytes) -> Any:
+    """Return the JSON value in ``raw``, with integers of any size exact.
+
+    Raises ConfirmError 400 when it is not JSON, nests deeper than ``MAX_DEPTH``, holds a NUL
+    character or a number that is not finite.
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):
+            raise ConfirmError(f"The body nests deeper than {MAX_DEPTH} levels.", status_code=400) from None
+        raise ConfirmError("The body is not valid JSON.", status_code=400) from None
+    has_float = check_value(data)
+    if has_float:
+        # orjson reads integers past 64 bits as floats; the standard parser keeps them exact.
+        try:
+            data = json.loads(raw, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            raise ConfirmError(
+                f"The body holds a number that cannot be kept: {exc}.", status_code=400
+            ) from None
+    return data
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_value(value: Any) -> bool:
+    """Check a parsed JSON value; return True when it holds a float anywhere.
+
+    Raises ConfirmError 400 when it nests deeper than ``MAX_DEPTH`` or holds a NUL character
+    (in a key or a string). Walks without recursion, so no depth can exhaust the stack.
+    """
+    has_float = False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ConfirmError("Text may not contain NUL characters (\\u0000).", status_code=400)
+        elif isinstance(item, float):
+            has_float = True
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise ConfirmError(f"The body nests deeper than {MAX_DEPTH} levels.", status_code=400)
+            if isinstance(item, dict):
+                stack.extend((k, depth) for k in item)
+                stack.extend((v, depth + 1) for v in item.values())
+            else:
+                stack.extend((v, depth + 1) for v in item)
+    return has_float

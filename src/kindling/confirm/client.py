@@ -143,6 +143,16 @@ class ConfirmClient:
         result: dict[str, Any] = self._call("GET", f"/confirm/{request_id}", params=params, retry=True).json()
         return result
 
+    def list_requests(self, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Return requests newest first (an agent token sees only its own); ``status`` filters."""
+        params: dict[str, Any] = {"limit": limit}
+        if status:
+            params["status"] = status
+        result: list[dict[str, Any]] = self._call("GET", "/confirm", params=params, retry=True).json()[
+            "requests"
+        ]
+        return result
+
     def wait(self, request_id: str, timeout: float) -> dict[str, Any]:
         """Block until the request is decided or ``timeout`` seconds pass; return it as last seen."""
         deadline = time.monotonic() + timeout

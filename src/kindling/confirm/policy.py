@@ -35,6 +35,7 @@ TOKEN_PREFIX = "kct_"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$")
 MAX_ACTION_CHARS = 200
 SESSION_SECONDS = 12 * 3600
+_EXPIRY_RE = re.compile(r"^[0-9]{1,12}$")
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ def session_cookie(secret: str, token_id: str, expires_at: int, nonce: str | Non
 def read_session_cookie(secret: str, value: str | None, now: float) -> str | None:
     """Return the token id a sign-in cookie stands for, or None when it is forged or expired."""
     parts = (value or "").split(".")
-    if len(parts) != 4 or not parts[1].isdigit() or len(parts[0]) > 40 or len(parts[2]) > 32:
+    # ASCII digits only, and few: str.isdigit() accepts "²", and int() refuses 5,000 digits.
+    if len(parts) != 4 or not _EXPIRY_RE.match(parts[1]) or len(parts[0]) > 40 or len(parts[2]) > 32:
         return None
     token_id, expires, nonce, _mac = parts
     if int(expires) <= now:
@@ -154,10 +156,10 @@ def normal_action(action: str) -> str:
 def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:
     """True when ``action`` is in the high-risk set, which no whitelist can auto-approve.
 
-    Compared folded, so ``Deploy-Production`` or ``DEPLOY_PRODUCTION`` cannot slip past a
-    catch-all rule by spelling.
+    Compared folded, so ``Deploy-Production``, ``ＤＥＰＬＯＹ_PRODUCTION`` or ``dеploy_production``
+    (Cyrillic ``е``) cannot slip past a catch-all rule by spelling.
     """
-    return normal_action(action) in {normal_action(h) for h in high_risk}
+    return fold_action(action) in {fold_action(h) for h in high_risk}
 
 
 def rule_matches(rule_action: str, rule_session: str | None, action: str, session_key: str | None) -> bool:

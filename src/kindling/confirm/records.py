@@ -86,12 +86,20 @@ class AuditEvent:
 
 @dataclass(frozen=True)
 class AuditReport:
-    """The result of checking the audit hash chain: ``ok``, rows checked, the first bad row."""
+    """The result of checking the audit log: ``ok``, rows checked, the first bad row or request.
+
+    ``head`` is ``"<seq>:<hash>"`` of the chain's last row: kept somewhere else, it lets a later
+    ``verify`` prove that no row was cut from the end. ``requests`` is how many requests were
+    checked against their audit events; ``bad_request`` names the first that disagrees.
+    """
 
     ok: bool
     rows: int
     bad_seq: int | None = None
     problem: str | None = None
+    head: str = ""
+    requests: int = 0
+    bad_request: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from kindling.confirm import policy
+from kindling.confirm import audit, policy
 from kindling.confirm import tables as t
 from kindling.confirm.records import (
     AuditEvent,
@@ -36,12 +36,12 @@ from kindling.confirm.records import (
     WhitelistRule,
 )
 from kindling.confirm.settings import ConfirmSettings
-from kindling.db import apply_migrations, create_engine, translate_errors
+from kindling.db import apply_migrations, create_engine, normalize_url, translate_errors
 from kindling.errors import ConfirmError, InvalidNameError, NotFoundError, StoreError
 
 COMPONENT = "confirm"
 _PG_LOCK_KEY = 0x6B696E646C  # "kindl": one advisory lock serialises the audit chain
-GENESIS_HASH = "0" * 64
+GENESIS_HASH = audit.GENESIS_HASH
 
 Status = Literal["pending", "approved", "denied", "expired", "auto_approved"]
 STATUSES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "auto_approved")
@@ -666,26 +666,14 @@ class ConfirmationStore:
             for r in rows
         ]
 
-    def verify_audit(self) -> AuditReport:
-        """Walk the whole audit chain in order and report the first row that does not hold."""
-        prev = GENESIS_HASH
-        expected_seq = 1
-        count = 0
+    def verify_audit(self, expect_head: str | None = None) -> AuditReport:
+        """Check the audit chain, the requests table against it, and ``expect_head`` if given.
+
+        ``expect_head`` is the ``"<seq>:<hash>"`` an earlier report printed as its ``head``.
+        Raises ConfirmError when it is malformed. See ``kindling.confirm.audit``.
+        """
         with self._read() as conn:
-            result = conn.execution_options(yield_per=1000).execute(
-                sa.select(t.audit).order_by(t.audit.c.seq)
-            )
-            for r in result:
-                count += 1
-                if r.seq != expected_seq:
-                    return AuditReport(False, count, r.seq, f"row {expected_seq} is missing")
-                if r.prev_hash != prev:
-                    return AuditReport(False, count, r.seq, "prev_hash does not match the row before")
-                if policy.audit_hash(prev, r.seq, r.at, r.event, r.request_id, r.actor, r.data) != r.hash:
-                    return AuditReport(False, count, r.seq, "hash does not match the row's contents")
-                prev = r.hash
-                expected_seq += 1
-        return AuditReport(True, count)
+            return audit.verify(conn, expect_head)
 
 
 def _restrict_sqlite_file(path: str | None) -> None:
@@ -720,4 +708,17 @@ def _redact_notify_url(url: str) -> str:
 def open_store(settings: ConfirmSettings | None = None) -> ConfirmationStore:
     """Open the daemon database named by ``settings`` (default: from the environment)."""
     s = settings or ConfirmSettings.from_env()
+    return ConfirmationStore(s.database, s)
+
+
+def open_existing_store(settings: ConfirmSettings | None = None) -> ConfirmationStore | None:
+    """Open the daemon database only if it exists: None for a SQLite file not yet created.
+
+    For read-only commands, which must not leave a new database behind.
+    """
+    s = settings or ConfirmSettings.from_env()
+    url = normalize_url(s.database)
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+    if path and path != ":memory:" and not Path(path).exists():
+        return None
     return ConfirmationStore(s.database, s)

@@ -128,4 +128,13 @@ def m003_requester_label(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE confirm_requests ADD COLUMN requester_label VARCHAR(200)")
 
 
-MIGRATIONS = (m001_initial, m002_append_only_audit, m003_requester_label)
+def m004_audit_no_truncate(conn: Connection) -> None:
+    """On PostgreSQL, refuse TRUNCATE of the audit table too (a row trigger never sees it)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "CREATE TRIGGER confirm_audit_no_truncate BEFORE TRUNCATE ON confirm_audit "
+            "FOR EACH STATEMENT EXECUTE FUNCTION confirm_audit_append_only()"
+        )
+
+
+MIGRATIONS = (m001_initial, m002_append_only_audit, m003_requester_label, m004_audit_no_truncate)

@@ -11,10 +11,18 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from kindling.confirm.bodies import ApproveBody, DenyBody, SubmitBody, openapi_body, read_body
+from kindling.confirm.bodies import (
+    ApproveBody,
+    DenyBody,
+    SubmitBody,
+    error_responses,
+    openapi_body,
+    read_body,
+)
 from kindling.confirm.deps import SettingsDep, StoreDep, require
 from kindling.confirm.policy import Identity
 from kindling.confirm.settings import ConfirmSettings
+from kindling.confirm.spoofing import text_warnings
 from kindling.confirm.store import Confirmation, ConfirmationStore
 from kindling.errors import ConfirmError, NotFoundError
 
@@ -27,11 +35,21 @@ AuditReader = Annotated[Identity, Depends(require("read"))]
 
 
 def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, Any]:
-    """Return the JSON shape of a request, with its approve/deny URLs."""
+    """Return the JSON shape of a request, with its approve/deny URLs.
+
+    ``warnings`` lists the characters of the description and details that could make what an
+    approver reads differ from what runs (bidi overrides, invisible characters, look-alikes).
+    """
     data = record.to_dict()
     data["approve_url"] = f"{settings.base_url}/confirm/{record.id}/approve"
     data["deny_url"] = f"{settings.base_url}/confirm/{record.id}/deny"
+    data["warnings"] = text_warnings(record.description, record.details)
     return data
+
+
+def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
+    """Answer ``data`` as JSON, encoded directly (FastAPI's encoder recurses a few frames a level)."""
+    return JSONResponse(data, status_code=status_code)
 
 
 def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONResponse:
@@ -53,7 +71,7 @@ def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONRespons
     openapi_extra=openapi_body(SubmitBody),
     responses={
         200: {"description": "Auto-approved by a whitelist rule"},
-        429: {"description": "Rate limited"},
+        **error_responses(400, 401, 403, 413, 422, 429),
     },
 )
 async def submit(
@@ -155,23 +173,29 @@ def _visible(record: Confirmation, identity: Identity) -> bool:
     return identity.can("read") or record.requester_token == identity.token_id
 
 
-@router.get("/confirm", summary="List requests (agents see their own)")
+@router.get(
+    "/confirm", summary="List requests (agents see their own)", responses=error_responses(400, 401, 403)
+)
 async def list_requests(
     identity: Reader,
     store: StoreDep,
     settings: SettingsDep,
     status: Annotated[str | None, Query(pattern="^(pending|approved|denied|expired|auto_approved)$")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Return ``{"requests": [...]}``, newest first."""
     owner = None if identity.can("read") else identity.token_id
     records = await run_in_threadpool(
         lambda: store.list_requests(status=status, requester_token=owner, limit=limit)
     )
-    return {"requests": [request_view(r, settings) for r in records]}
+    return json_view({"requests": [request_view(r, settings) for r in records]})
 
 
-@router.get("/confirm/{request_id}", summary="Read one request; ?wait=N long-polls for a decision")
+@router.get(
+    "/confirm/{request_id}",
+    summary="Read one request; ?wait=N long-polls for a decision",
+    responses=error_responses(400, 401, 403, 404, 429),
+)
 async def get_request(
     request_id: str,
     request: Request,
@@ -182,13 +206,13 @@ async def get_request(
         float,
         Query(ge=0, le=3600, allow_inf_nan=False, description="Seconds to wait for a decision (at most 60)."),
     ] = 0,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Return the request; with ``wait`` hold the response until it is decided or the wait ends.
 
     A wait past the daemon's long-poll limits (per token, in all) is refused with 429.
     """
     if wait <= 0:
-        return await _read_until_decided(request, request_id, identity, store, settings, 0.0)
+        return json_view(await _read_until_decided(request, request_id, identity, store, settings, 0.0))
     slots: WaitSlots = request.app.state.wait_slots
     if not slots.acquire(identity.token_id):
         raise ConfirmError(
@@ -197,7 +221,7 @@ async def get_request(
             status_code=429,
         )
     try:
-        return await _read_until_decided(request, request_id, identity, store, settings, wait)
+        return json_view(await _read_until_decided(request, request_id, identity, store, settings, wait))
     finally:
         slots.release(identity.token_id)
 
@@ -230,7 +254,7 @@ async def _decide(
     identity: Identity,
     store: ConfirmationStore,
     settings: ConfirmSettings,
-) -> dict[str, Any]:
+) -> JSONResponse:
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = await read_body(request, model, max_bytes=settings.max_body_bytes, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
@@ -245,17 +269,22 @@ async def _decide(
         )
     )
     request.app.state.decision_signal.fire()
-    return request_view(record, settings)
+    # The decision is saved: whatever happens in showing it, the answer is not a 500.
+    try:
+        return json_view(request_view(record, settings))
+    except (RecursionError, ValueError, TypeError):
+        return json_view({"id": record.id, "status": record.status, "decided_by": record.decided_by})
 
 
 @router.post(
     "/confirm/{request_id}/approve",
     summary="Approve a pending request",
     openapi_extra=openapi_body(ApproveBody, required=False),
+    responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
 async def approve(
     request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
     return await _decide(request, request_id, "approved", identity, store, settings)
 
@@ -264,15 +293,16 @@ async def approve(
     "/confirm/{request_id}/deny",
     summary="Deny a pending request",
     openapi_extra=openapi_body(DenyBody, required=False),
+    responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
 async def deny(
     request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
     return await _decide(request, request_id, "denied", identity, store, settings)
 
 
-@router.get("/audit", summary="The newest audit events")
+@router.get("/audit", summary="The newest audit events", responses=error_responses(400, 401, 403))
 async def audit(
     identity: AuditReader, store: StoreDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
 ) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kindling.confirm.deps import StoreDep
+from kindling.confirm.handlers import STORE_UNAVAILABLE, log
 from kindling.errors import StoreError
 
 router = APIRouter(tags=["health"])
@@ -20,5 +21,6 @@ async def health(store: StoreDep) -> Any:
     try:
         counts = await run_in_threadpool(store.counts)
     except StoreError as exc:
-        return JSONResponse({"status": "error", "error": str(exc)}, status_code=503)
+        log.error("health check failed: %s", exc)
+        return JSONResponse({"status": "error", "error": STORE_UNAVAILABLE}, status_code=503)
     return {"status": "ok", "database": store.engine.dialect.name, "pending": counts["pending"]}
