@@ -158,3 +158,43 @@ def test_read_only_commands_create_no_database(isolated_homes: Path) -> None:
     assert code == 1 and "no database" in err
     assert not (home / "confirm.db").exists()
     assert not home.exists() or list(home.iterdir()) == []
+
+
+def test_pending_approve_and_deny_from_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kindling.confirm.client import ConfirmClient
+    from test_confirm_support import daemon_settings, make_tokens, running
+
+    db = str(tmp_path / "c.db")
+    store = ConfirmationStore(db, daemon_settings(db))
+    tokens = make_tokens(store)
+    with running(store.settings, store) as server:
+        monkeypatch.setenv("KINDLING_CONFIRM_URL", server.base_url)
+        code, _, err = invoke("pending")
+        assert code == 1 and "KINDLING_CONFIRM_APPROVER_TOKEN" in err
+        monkeypatch.setenv("KINDLING_CONFIRM_APPROVER_TOKEN", tokens.approver)
+        assert invoke("pending")[1].strip() == "Nothing is waiting for a decision."
+        with ConfirmClient(server.base_url, tokens.agent) as agent:
+            first = agent.submit(
+                "rotate_keys", "Rotate the signing key", {"key": "sign\u200bing", "n": 2**70}
+            )
+            second = agent.submit("drop_table", "Drop users", {"table": "users"})
+        code, out, _ = invoke("pending")
+        assert code == 0 and out.index(first["id"]) < out.index(second["id"])
+        assert first["digest"] in out and "Rotate the signing key" in out
+        assert "WARNING" in out and "[U+200B invisible]" in out and str(2**70) in out
+        code, out, _ = invoke("pending", "--json")
+        assert [r["id"] for r in json.loads(out)] == [first["id"], second["id"]]
+        assert json.loads(out)[0]["details"]["n"] == 2**70
+        code, out, _ = invoke("approve", first["id"], "--reason", "checked")
+        assert code == 0 and "approved by alice" in out
+        code, _, err = invoke("deny", second["id"], "--digest", "0" * 64)
+        assert code == 1 and "412" in err
+        code, out, _ = invoke("deny", second["id"], "--reason", "no")
+        assert code == 0 and "denied by alice" in out
+        assert invoke("approve", second["id"])[0] == 1
+        # An agent token cannot decide from the terminal either.
+        monkeypatch.setenv("KINDLING_CONFIRM_APPROVER_TOKEN", tokens.agent)
+        code, _, err = invoke("deny", second["id"])
+        assert code == 1 and "403" in err
+    assert store.get(first["id"]).reason == "checked" and store.get(second["id"]).status == "denied"
+    store.close()
