@@ -152,3 +152,48 @@ def test_skill_written_by_kindling_is_valid_listed_and_curated_by_hermes(isolate
     assert seen["curated"] == ["deploy-static-site"]  # marked as review-created; Hermes's own skill is not
     usage = json.loads(store.usage_path.read_text(encoding="utf-8"))
     assert usage["deploy-static-site"]["created_by"] == "agent"
+
+
+def test_prefill_file_from_kindling_warm_loads_in_hermes(isolated_homes: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kindling.cli.main import app
+    from kindling.templates.model import Example, Template
+    from kindling.templates.store import open_store
+
+    open_store().save(
+        Template(
+            name="prefill",
+            examples=[
+                Example(
+                    tool_name="terminal",
+                    context="Run the parser tests",
+                    arguments={"command": "pytest -q"},
+                    result="3 passed",
+                )
+            ],
+        )
+    )
+    home = isolated_homes / "hermes"
+    target = home / "prefill.json"
+    runner = CliRunner()
+    shown = runner.invoke(app, ["warm", "prefill", "--task", "Run the parser tests", "--json"])
+    written = runner.invoke(
+        app, ["warm", "prefill", "--task", "Run the parser tests", "--prefill-file", str(target)]
+    )
+    assert shown.exit_code == 0 and written.exit_code == 0, written.output
+    messages = json.loads(shown.stdout)["messages"]
+    assert json.loads(target.read_text(encoding="utf-8")) == messages and messages
+    loaded = run_in_hermes(
+        """
+        import json
+        from cli import _load_prefill_messages
+        print(json.dumps(_load_prefill_messages("prefill.json")))  # relative: resolved from HERMES_HOME
+        """,
+        home,
+    )
+    assert loaded == messages
+    refused = runner.invoke(
+        app, ["warm", "prefill", "--task", "x", "--format", "anthropic", "--prefill-file", "p"]
+    )
+    assert refused.exit_code != 0 and "OpenAI-format" in refused.output

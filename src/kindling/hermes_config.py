@@ -25,7 +25,7 @@ import yaml
 
 from kindling.config import hermes_home
 from kindling.errors import ConfigError
-from kindling.fileio import file_lock, write_atomic
+from kindling.fileio import write_atomic
 
 __all__ = [
     "PLUGIN_NAME",
@@ -171,6 +171,7 @@ def enable_plugin(path: str | Path | None = None) -> bool:
     """Add ``kindling`` to ``plugins.enabled`` (and drop it from ``plugins.disabled``).
 
     Everything else in the file, comments and order included, is kept; a missing file is created.
+    The file is replaced atomically (no lock file is left beside Hermes's config).
     Returns True when the file changed. Raises ConfigError when the file is not a YAML mapping or
     ``plugins``/``plugins.enabled`` has a shape Hermes would not read.
     """
@@ -181,43 +182,42 @@ def enable_plugin(path: str | Path | None = None) -> bool:
     target = Path(path) if path is not None else config_path()
     rt = YAML(typ="rt")
     rt.preserve_quotes = True
-    with file_lock(target):
-        try:
-            text = target.read_text(encoding="utf-8") if target.exists() else ""
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"Cannot read {target}: {exc}.") from None
-        try:
-            document = rt.load(text) if text.strip() else None
-        except YAMLError as exc:
-            raise ConfigError(f"{target} is not valid YAML: {str(exc).splitlines()[0]}") from None
-        if document is None:
-            document = CommentedMap()
-        if not isinstance(document, dict):
-            raise ConfigError(f"{target} must hold a YAML mapping at the top; not changing it.")
-        plugins = document.get("plugins")
-        if plugins is None:
-            plugins = document["plugins"] = CommentedMap()
-        if not isinstance(plugins, dict):
-            raise ConfigError(f"'plugins' in {target} is not a mapping; not changing it.")
-        enabled = plugins.get("enabled")
-        if enabled is None:
-            enabled = plugins["enabled"] = CommentedSeq()
-        if not isinstance(enabled, list):
-            raise ConfigError(f"'plugins.enabled' in {target} is not a list; not changing it.")
-        changed = False
-        if PLUGIN_NAME not in enabled:
-            enabled.append(PLUGIN_NAME)
-            changed = True
-        disabled = plugins.get("disabled")
-        if isinstance(disabled, list) and PLUGIN_NAME in disabled:
-            while PLUGIN_NAME in disabled:
-                disabled.remove(PLUGIN_NAME)
-            changed = True
-        if not changed:
-            return False
-        buffer = io.StringIO()
-        rt.dump(document, buffer)
-        write_atomic(
-            target, buffer.getvalue(), mode=0o600 if not target.exists() else target.stat().st_mode & 0o777
-        )
+    try:
+        text = target.read_text(encoding="utf-8") if target.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read {target}: {exc}.") from None
+    try:
+        document = rt.load(text) if text.strip() else None
+    except YAMLError as exc:
+        raise ConfigError(f"{target} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if document is None:
+        document = CommentedMap()
+    if not isinstance(document, dict):
+        raise ConfigError(f"{target} must hold a YAML mapping at the top; not changing it.")
+    plugins = document.get("plugins")
+    if plugins is None:
+        plugins = document["plugins"] = CommentedMap()
+    if not isinstance(plugins, dict):
+        raise ConfigError(f"'plugins' in {target} is not a mapping; not changing it.")
+    enabled = plugins.get("enabled")
+    if enabled is None:
+        enabled = plugins["enabled"] = CommentedSeq()
+    if not isinstance(enabled, list):
+        raise ConfigError(f"'plugins.enabled' in {target} is not a list; not changing it.")
+    changed = False
+    if PLUGIN_NAME not in enabled:
+        enabled.append(PLUGIN_NAME)
+        changed = True
+    disabled = plugins.get("disabled")
+    if isinstance(disabled, list) and PLUGIN_NAME in disabled:
+        while PLUGIN_NAME in disabled:
+            disabled.remove(PLUGIN_NAME)
+        changed = True
+    if not changed:
+        return False
+    buffer = io.StringIO()
+    rt.dump(document, buffer)
+    write_atomic(
+        target, buffer.getvalue(), mode=0o600 if not target.exists() else target.stat().st_mode & 0o777
+    )
     return True

@@ -413,6 +413,14 @@ def register(app: typer.Typer) -> None:
         ] = False,
         record: RecordOption = True,
         store: StoreOption = None,
+        prefill_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--prefill-file",
+                help="Also write the messages as a Hermes prefill file (a JSON array; set "
+                "prefill_messages_file in Hermes's config.yaml to it).",
+            ),
+        ] = None,
         json_output: JsonOption = False,
     ) -> None:
         """Show the warm conversation for a task: the examples that fit it, within the token budget.
@@ -424,8 +432,14 @@ def register(app: typer.Typer) -> None:
             kindling warm coding --task "fix the failing parser test"
 
             kindling warm --auto --task "summarise recent papers on BM25" --budget 800 --json
+
+            kindling warm --auto --task "fix the parser" --prefill-file ~/.hermes/prefill.json
         """
+        from kindling.errors import ConversationError
         from kindling.warmup.warm import warm
+
+        if prefill_file is not None and format != "openai":
+            raise ConversationError("--prefill-file writes OpenAI-format messages (Hermes's); drop --format.")
 
         opened = _store(store)
         result = warm(
@@ -440,6 +454,15 @@ def register(app: typer.Typer) -> None:
         )
         _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
+        if prefill_file is not None:
+            from kindling.integrations.hermes import write_prefill
+
+            written = write_prefill(prefill_file, result.messages)
+            err_console.print(
+                f"Wrote {len(result.messages)} messages to {written}; point Hermes at it with "
+                f"prefill_messages_file: {written} in its config.yaml.",
+                markup=False,
+            )
         if json_output:
             print_json(data)
             return

@@ -37,8 +37,11 @@ REQUEST_CONFIRMATION_SCHEMA: dict[str, Any] = {
 }
 
 
-def request_confirmation(args: dict[str, Any]) -> str:
-    """Handle a ``request_confirmation`` call; return the JSON result (``success`` false on failure)."""
+def request_confirmation(args: dict[str, Any], *, url: str | None = None, token: str | None = None) -> str:
+    """Handle a ``request_confirmation`` call; return the JSON result (``success`` false on failure).
+
+    ``url`` and ``token`` default to ``KINDLING_CONFIRM_URL`` and ``KINDLING_CONFIRM_TOKEN``.
+    """
     from kindling.confirm.client import DEFAULT_URL, ConfirmClient
 
     if not isinstance(args, dict):
@@ -52,8 +55,8 @@ def request_confirmation(args: dict[str, Any]) -> str:
     timeout = args.get("timeout_seconds")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)):
         return json.dumps({"success": False, "error": "timeout_seconds must be a whole number."})
-    url = os.environ.get("KINDLING_CONFIRM_URL") or DEFAULT_URL
-    token = os.environ.get("KINDLING_CONFIRM_TOKEN", "")
+    url = url or os.environ.get("KINDLING_CONFIRM_URL") or DEFAULT_URL
+    token = token or os.environ.get("KINDLING_CONFIRM_TOKEN", "")
     if not token:
         return json.dumps(
             {"success": False, "error": "KINDLING_CONFIRM_TOKEN is not set; cannot ask a human."}

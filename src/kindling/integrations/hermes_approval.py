@@ -1,0 +1,204 @@
+"""Approvals for Hermes tool calls: ask the confirmation daemon before a dangerous command runs.
+
+:class:`ApprovalGate` decides whether a call needs a human (a terminal command Hermes's own
+``detect_dangerous_command`` flags, or kindling's patterns when Hermes's is not importable; any
+configured high-risk tool), submits it to the daemon with the command, working directory, session
+and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
+call run, ``{"action": "block", "message": ...}`` vetoes it. A deny carries the approver's reason;
+a timeout, or a daemon that cannot be asked, blocks (unless ``fail_closed`` is off).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kindling.confirm.client import ConfirmClient
+from kindling.errors import ConfirmError
+
+__all__ = ["ApprovalGate", "Verdict", "detect_dangerous"]
+
+logger = logging.getLogger("kindling.hermes")
+
+# Used only when Hermes's own detector cannot be imported (another agent, an old Hermes). Each is a
+# command that destroys data, hands over the machine, or cannot be taken back.
+_FALLBACK_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), description)
+    for pattern, description in (
+        (r"\brm\s+(?:-[a-z]*\s+)*-[a-z]*[rf][a-z]*\b", "recursive or forced delete"),
+        (r"\bmkfs(?:\.\w+)?\b|\bdd\s+[^\n]*\bof=/dev/", "overwrites a disk"),
+        (r">\s*/dev/(?:sd|nvme|hd)\w*", "overwrites a disk"),
+        (r"\bchmod\s+(?:-[a-z]*\s+)*(?:-R\s+)?0?777\b|\bchown\s+-R\b", "opens permissions recursively"),
+        (r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b", "runs a script from the network"),
+        (
+            r"\bgit\s+(?:push\s+[^\n]*(?:--force|-f)\b|reset\s+--hard|clean\s+-[a-z]*f)",
+            "rewrites git history",
+        ),
+        (
+            r"\b(?:drop|truncate)\s+(?:table|database)\b|\bdelete\s+from\s+\w+\s*(?:;|$)",
+            "destroys database rows",
+        ),
+        (
+            r"\b(?:shutdown|reboot|halt|poweroff)\b|\bsystemctl\s+(?:stop|disable)\b",
+            "stops the machine or a service",
+        ),
+        (r"\bkill\s+-9\s+-1\b|\bkillall\b|\bpkill\b", "kills processes"),
+        (r":\(\)\s*\{\s*:\|:&\s*\};:", "fork bomb"),
+        (r"\bsudo\b", "runs as root"),
+    )
+)
+
+
+def _hermes_detector() -> Callable[[str], tuple[Any, ...]] | None:
+    # Only inside a Hermes process: a top-level package named "tools" may be anything elsewhere.
+    import sys
+
+    if "hermes_cli" not in sys.modules and "run_agent" not in sys.modules:
+        return None
+    try:
+        from tools.approval import detect_dangerous_command  # type: ignore[import-not-found]
+    except Exception:  # an older or changed Hermes: fall back to kindling's patterns
+        return None
+    return detect_dangerous_command
+
+
+def detect_dangerous(command: str) -> str | None:
+    """Return why ``command`` is dangerous (Hermes's own verdict when available), or None."""
+    detector = _hermes_detector()
+    if detector is not None:
+        try:
+            flagged, key, description = detector(command)[:3]
+        except Exception as exc:
+            logger.warning("kindling: Hermes's detect_dangerous_command failed (%s); using kindling's.", exc)
+        else:
+            return str(description or key or "dangerous command") if flagged else None
+    for pattern, description in _FALLBACK_PATTERNS:
+        if pattern.search(command):
+            return description
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one call: allowed or not, and the message Hermes shows the model."""
+
+    allowed: bool
+    status: str  # not_gated, approved, auto_approved, denied, expired, timeout, unreachable
+    message: str = ""
+    request_id: str | None = None
+
+    def as_hook_result(self) -> dict[str, str] | None:
+        """Return Hermes's ``pre_tool_call`` answer: None to run, a block directive otherwise."""
+        return None if self.allowed else {"action": "block", "message": self.message}
+
+
+class ApprovalGate:
+    """Sends dangerous calls to the confirmation daemon and waits, at most ``timeout`` seconds."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 300.0,
+        fail_closed: bool = True,
+        terminal_tools: tuple[str, ...] = ("terminal",),
+        high_risk_tools: tuple[str, ...] = (),
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.timeout = timeout
+        self.fail_closed = fail_closed
+        self.terminal_tools = frozenset(terminal_tools)
+        self.high_risk_tools = frozenset(high_risk_tools)
+
+    def reason_to_ask(self, tool_name: str, args: dict[str, Any]) -> str | None:
+        """Return why this call needs a human, or None when it may run without asking."""
+        if tool_name in self.high_risk_tools:
+            return f"{tool_name} is configured as high-risk"
+        if tool_name in self.terminal_tools:
+            command = args.get("command")
+            if isinstance(command, str) and command.strip():
+                return detect_dangerous(command)
+        return None
+
+    def check(
+        self, tool_name: str, args: dict[str, Any], *, session_id: str = "", platform: str = ""
+    ) -> Verdict:
+        """Ask the daemon when the call needs a human; return the Verdict (never raises)."""
+        reason = self.reason_to_ask(tool_name, args)
+        if reason is None:
+            return Verdict(True, "not_gated")
+        command = args.get("command") if isinstance(args.get("command"), str) else None
+        cwd = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+        cwd = cwd or os.environ.get("TERMINAL_CWD") or os.getcwd()
+        what = f"`{command}`" if command else f"{tool_name}({_short(args)})"
+        details = {
+            "tool": tool_name,
+            "command": command,
+            "arguments": None if command else args,
+            "cwd": cwd,
+            "session_id": session_id,
+            "platform": platform or "unknown",
+            "why": reason,
+        }
+        return self._ask(tool_name, f"Hermes wants to run {what} in {cwd} ({reason}).", details, session_id)
+
+    def _ask(self, tool_name: str, description: str, details: dict[str, Any], session_id: str) -> Verdict:
+        if not self.token:
+            return self._unreachable("no agent token is set (confirm_token / KINDLING_CONFIRM_TOKEN)")
+        deadline = time.monotonic() + self.timeout
+        try:
+            with ConfirmClient(self.url, self.token, timeout=min(10.0, self.timeout)) as client:
+                submitted = client.submit(
+                    f"hermes.{tool_name}",
+                    description,
+                    details,
+                    requester=f"hermes:{details.get('platform') or 'unknown'}",
+                    session_key=session_id or None,
+                    timeout_seconds=max(1, int(self.timeout)),
+                )
+                record = submitted
+                if submitted.get("status") == "pending":
+                    record = client.wait(str(submitted["id"]), max(0.0, deadline - time.monotonic()))
+        except ConfirmError as exc:
+            return self._unreachable(str(exc))
+        status = str(record.get("status"))
+        request_id = record.get("id")
+        if status in ("approved", "auto_approved"):
+            return Verdict(True, status, request_id=request_id)
+        who = record.get("decided_by") or "the approver"
+        why = f": {record['reason']}" if record.get("reason") else "."
+        if status == "denied":
+            message = f"BLOCKED by kindling: {who} denied this {tool_name} call{why} Do not retry it."
+        elif status == "pending":
+            status = "timeout"
+            message = (
+                f"BLOCKED by kindling: nobody approved this {tool_name} call within {self.timeout:g}s. "
+                "Do not retry it without asking the user."
+            )
+        else:
+            message = f"BLOCKED by kindling: the approval request ended as {status}{why}"
+        return Verdict(False, status, message, request_id)
+
+    def _unreachable(self, problem: str) -> Verdict:
+        if not self.fail_closed:
+            logger.warning(
+                "kindling: cannot ask for approval (%s); allowing, since fail_closed is off.", problem
+            )
+            return Verdict(True, "unreachable")
+        return Verdict(
+            False,
+            "unreachable",
+            f"BLOCKED by kindling: approval is required but could not be asked ({problem}).",
+        )
+
+
+def _short(args: dict[str, Any], limit: int = 200) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

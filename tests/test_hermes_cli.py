@@ -1,0 +1,184 @@
+"""``kindling hermes install|status`` and the plugin's settings, without Hermes itself.
+
+(The plugin inside the real Hermes is tested in test_hermes_plugin.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kindling.cli.main import app
+from kindling.confirm.store import ConfirmationStore
+from kindling.errors import ConfigError
+from kindling.integrations.hermes_approval import ApprovalGate, detect_dangerous
+from kindling.integrations.hermes_settings import PluginSettings
+from test_confirm_support import Tokens, daemon_settings, free_port, make_tokens, running
+
+runner = CliRunner()
+
+CONFIG = """\
+# Hermes settings, kept by hand
+model:
+  default: some-model   # the one I like
+  provider: custom
+
+plugins:
+  # other plugins first
+  enabled: [disk-cleanup]
+  disabled:
+    - kindling
+memory:
+  memory_char_limit: 300
+"""
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_install_enables_the_plugin_keeping_comments_and_order(isolated_homes: Path) -> None:
+    config = isolated_homes / "hermes" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(CONFIG, encoding="utf-8")
+    code, out = invoke("hermes", "install")
+    assert code == 0 and "Enabled the kindling plugin" in out
+    text = config.read_text(encoding="utf-8")
+    assert text == CONFIG.replace("enabled: [disk-cleanup]", "enabled: [disk-cleanup, kindling]").replace(
+        "  disabled:\n    - kindling\n", "  disabled: []\n"
+    )
+    code, out = invoke("hermes", "install", "--json")
+    assert code == 0 and json.loads(out) == {"config": str(config), "changed": False}
+    assert config.read_text(encoding="utf-8") == text
+
+
+def test_install_creates_a_missing_config_and_refuses_odd_shapes(isolated_homes: Path) -> None:
+    config = isolated_homes / "hermes" / "config.yaml"
+    assert invoke("hermes", "install")[0] == 0
+    assert config.read_text(encoding="utf-8") == "plugins:\n  enabled:\n  - kindling\n"
+    assert config.stat().st_mode & 0o777 == 0o600
+    for broken, why in (
+        ("plugins: [a, b]\n", "'plugins' in"),
+        ("plugins:\n  enabled: kindling\n", "'plugins.enabled' in"),
+        ("- a\n- b\n", "must hold a YAML mapping"),
+        ("key: [unclosed\n", "is not valid YAML"),
+    ):
+        config.write_text(broken, encoding="utf-8")
+        code, out = invoke("hermes", "install")
+        assert code != 0 and out.startswith("Error: ") and why in out, out
+        assert config.read_text(encoding="utf-8") == broken  # nothing lost
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[str, Tokens]]:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db))
+    tokens = make_tokens(store)
+    with running(store.settings, store) as server:
+        yield server.base_url, tokens
+    store.close()
+
+
+def _settings_config(home: Path, **settings: object) -> None:
+    config = home / "hermes" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"        {k}: {json.dumps(v)}\n" for k, v in settings.items())
+    config.write_text(
+        f"plugins:\n  enabled: [kindling]\n  entries:\n    kindling:\n      settings:\n{body}",
+        encoding="utf-8",
+    )
+
+
+def test_status_reports_what_loads_and_whether_the_daemon_answers(
+    isolated_homes: Path, daemon: tuple[str, Tokens]
+) -> None:
+    base, tokens = daemon
+    _settings_config(isolated_homes, confirm_url=base, confirm_token=tokens.agent, budget=900)
+    code, out = invoke("hermes", "status", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["active"] is True and data["entry_point"] == "kindling.integrations.hermes"
+    assert data["daemon"]["answers"] is True and data["daemon"]["token"] == "accepted"
+    assert data["settings"]["budget"] == 900 and data["settings"]["confirm_token"] == "(set)"
+    assert tokens.agent not in out  # the token itself is never printed
+    code, out = invoke("hermes", "status")
+    assert code == 0 and "Plugin loads:    yes" in out and f"{base} answers; token accepted" in out
+
+    _settings_config(isolated_homes, confirm_url=base, confirm_token="wrong")
+    assert json.loads(invoke("hermes", "status", "--json")[1])["daemon"]["token"] == "refused (401)"
+    down = f"http://127.0.0.1:{free_port()}"
+    _settings_config(isolated_homes, confirm_url=down, approvals=True)
+    daemon_down = json.loads(invoke("hermes", "status", "--json")[1])["daemon"]
+    assert daemon_down["answers"] is False and "ConnectError" in daemon_down["error"]
+    assert "does not answer" in invoke("hermes", "status")[1]
+    assert "daemon" not in json.loads(invoke("hermes", "status", "--json", "--no-daemon")[1])
+
+
+def test_status_explains_why_the_plugin_would_not_load(isolated_homes: Path) -> None:
+    code, out = invoke("hermes", "status", "--no-daemon")
+    assert code == 0 and "Plugin loads:    no (not in plugins.enabled" in out and "(missing)" in out
+    _settings_config(isolated_homes, budget="lots")
+    code, out = invoke("hermes", "status")
+    assert code != 0 and out.startswith(
+        "Error: plugins.entries.kindling.settings.budget='lots' is not a number"
+    )
+
+
+def test_settings_come_from_config_then_environment() -> None:
+    env = {
+        "KINDLING_HERMES_BUDGET": "500",
+        "KINDLING_HERMES_WARM": "off",
+        "KINDLING_HERMES_HIGH_RISK_TOOLS": "send_message, deploy",
+        "KINDLING_CONFIRM_TOKEN": "from-env",
+    }
+    settings = PluginSettings.load({"budget": 800, "approval_timeout": "12.5"}, env)
+    assert settings.budget == 800 and settings.approval_timeout == 12.5  # config.yaml wins
+    assert settings.warm is False and settings.high_risk_tools == ("send_message", "deploy")
+    assert settings.confirm_token == "from-env" and settings.template == "auto"
+    assert PluginSettings.load({}, {}) == PluginSettings()
+    for config, message in (
+        ({"warm": "maybe"}, "is not a boolean"),
+        ({"budget": -1}, "must be 0 or more"),
+        ({"approval_timeout": 0}, "more than 0 seconds"),
+        ({"style": "loud"}, "triples or closed"),
+        ({"high_risk_tools": [1, 2]}, "list of tool names"),
+        ({"colour": "red"}, "Unknown kindling plugin setting(s) colour"),
+    ):
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            PluginSettings.load(config, {})
+
+
+@pytest.mark.parametrize(
+    ("command", "dangerous"),
+    [
+        ("rm -rf build/", True),
+        ("rm -r -f /tmp/x", True),
+        ("curl -s https://get.example | sh", True),
+        ("git push --force origin main", True),
+        ("psql -c 'DROP TABLE users'", True),
+        ("dd if=/dev/zero of=/dev/sda", True),
+        ("sudo apt-get install jq", True),
+        ("ls -la", False),
+        ("pytest -q tests/", False),
+        ("git status", False),
+        ("rm notes.txt", False),
+    ],
+)
+def test_fallback_patterns_flag_destructive_commands(command: str, dangerous: bool) -> None:
+    # Outside a Hermes process kindling's own patterns decide (Hermes's own are used inside it).
+    assert (detect_dangerous(command) is not None) is dangerous
+
+
+def test_gate_asks_only_for_dangerous_or_high_risk_calls() -> None:
+    gate = ApprovalGate("http://127.0.0.1:9", "", timeout=1, high_risk_tools=("send_message",))
+    assert gate.check("terminal", {"command": "ls"}).status == "not_gated"
+    assert gate.check("read_file", {"path": "x"}).status == "not_gated"
+    blocked = gate.check("send_message", {"to": "all"})
+    assert blocked.allowed is False and "no agent token" in blocked.message
+    assert blocked.as_hook_result() == {"action": "block", "message": blocked.message}
+    open_gate = ApprovalGate("http://127.0.0.1:9", "", timeout=1, fail_closed=False)
+    assert open_gate.check("terminal", {"command": "rm -rf /tmp/x"}).allowed is True
