@@ -13,10 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from kindling.cli.main import app
+from kindling.confirm.client import DEFAULT_URL
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfigError
 from kindling.integrations.hermes_approval import ApprovalGate, detect_dangerous
 from kindling.integrations.hermes_settings import PluginSettings
+from kindling.warmup.select import DEFAULT_BUDGET
 from test_confirm_support import Tokens, daemon_settings, free_port, make_tokens, running
 
 runner = CliRunner()
@@ -140,6 +142,7 @@ def test_settings_come_from_config_then_environment() -> None:
     assert settings.warm is False and settings.high_risk_tools == ("send_message", "deploy")
     assert settings.confirm_token == "from-env" and settings.template == "auto"
     assert PluginSettings.load({}, {}) == PluginSettings()
+    assert (PluginSettings().budget, PluginSettings().confirm_url) == (DEFAULT_BUDGET, DEFAULT_URL)
     for config, message in (
         ({"warm": "maybe"}, "is not a boolean"),
         ({"budget": -1}, "must be 0 or more"),

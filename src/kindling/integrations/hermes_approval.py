@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kindling.confirm.client import ConfirmClient
 from kindling.errors import ConfirmError
 
 __all__ = ["ApprovalGate", "Verdict", "detect_dangerous"]
@@ -150,6 +149,8 @@ class ApprovalGate:
         return self._ask(tool_name, f"Hermes wants to run {what} in {cwd} ({reason}).", details, session_id)
 
     def _ask(self, tool_name: str, description: str, details: dict[str, Any], session_id: str) -> Verdict:
+        from kindling.confirm.client import ConfirmClient  # imported on first use: Hermes starts faster
+
         if not self.token:
             return self._unreachable("no agent token is set (confirm_token / KINDLING_CONFIRM_TOKEN)")
         deadline = time.monotonic() + self.timeout

@@ -29,9 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kindling.confirm.client import DEFAULT_URL
 from kindling.errors import ConfigError
-from kindling.warmup.select import DEFAULT_BUDGET
 
 __all__ = ["ENV_NAMES", "PluginSettings"]
 
@@ -49,6 +47,10 @@ ENV_NAMES: dict[str, str] = {
     "high_risk_tools": "KINDLING_HERMES_HIGH_RISK_TOOLS",
     "terminal_tools": "KINDLING_HERMES_TERMINAL_TOOLS",
 }
+# The same defaults as kindling.warmup.select.DEFAULT_BUDGET and kindling.confirm.client.DEFAULT_URL
+# (a test holds them equal): importing those packages here would add ~0.3 s to every Hermes start.
+DEFAULT_BUDGET = 2000
+DEFAULT_URL = "http://127.0.0.1:6000"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
