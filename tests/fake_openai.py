@@ -14,8 +14,13 @@ Script items are either a response built by ``text``/``tool_call``/``tool_calls`
 (e.g. ``{"retry-after": "0.3"}``); every POST is recorded with its arrival ``"time"`` (monotonic). When the script is exhausted the
 server answers ``default`` (a plain "Done." reply unless changed).
 
-A request with ``"stream": true`` gets the same reply as server-sent events (one chunk with the
-whole message, one with the finish reason, usage when ``stream_options.include_usage`` asks).
+A chat request with ``"stream": true`` (Hermes's agent loop always streams) gets the scripted reply
+as server-sent events: content in pieces, each tool call's arguments in pieces, the finish reason,
+usage when ``stream_options.include_usage`` asks, then ``data: [DONE]``, sent with chunked encoding
+as written. ``chunk_delay`` (seconds between events) and ``latency`` (seconds before any chat reply)
+model a slow upstream; an item may carry its own ``"chunk_delay"`` and a ``"hold"``
+(``threading.Event``) the stream waits on after its first event. Every POST record keeps the body's
+exact bytes under ``"raw"``; ``responses`` keeps the exact bytes of every chat reply sent.
 
 It also serves ``GET /v1/models`` from ``models`` (a list of model entries, which may carry
 ``context_length``) and Ollama's ``POST /api/show`` from ``ollama_show`` (model -> JSON body).
@@ -68,8 +73,12 @@ class FakeOpenAI:
         self.script: list[dict[str, Any]] = []
         self.default: dict[str, Any] = text("Done.")
         self.requests: list[dict[str, Any]] = []
+        self.responses: list[bytes] = []  # the exact body of every chat reply sent (streams: all events)
         self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model", "owned_by": "kindling"}]
         self.ollama_show: dict[str, dict[str, Any]] = {}
+        self.latency = 0.0
+        self.chunk_delay = 0.0
+        self.record = True
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -103,13 +112,39 @@ class FakeOpenAI:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-            def _read_body(self) -> Any:
+            def _read_body(self) -> tuple[Any, bytes]:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
-                    return json.loads(raw) if raw else None
+                    return (json.loads(raw) if raw else None), raw
                 except ValueError:
-                    return raw.decode("utf-8", "replace")
+                    return raw.decode("utf-8", "replace"), raw
+
+            def _stream(self, item: dict[str, Any], model: str, body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                delay = float(item.get("chunk_delay", fake.chunk_delay))
+                hold = item.get("hold")
+                events = fake._events(item, model, body)
+                if fake.record:
+                    with fake._lock:
+                        fake.responses.append("".join(events).encode())
+                try:
+                    for number, event in enumerate(events):
+                        if number and delay:
+                            time.sleep(delay)
+                        data = event.encode()
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                        if number == 0 and hold is not None:
+                            hold.wait(30)
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
 
             def _send(
                 self,
@@ -136,17 +171,19 @@ class FakeOpenAI:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self) -> None:
-                body = self._read_body()
-                with fake._lock:
-                    fake.requests.append(
-                        {
-                            "method": "POST",
-                            "path": self.path,
-                            "headers": dict(self.headers),
-                            "body": body,
-                            "time": time.monotonic(),
-                        }
-                    )
+                body, raw = self._read_body()
+                if fake.record:
+                    with fake._lock:
+                        fake.requests.append(
+                            {
+                                "method": "POST",
+                                "path": self.path,
+                                "headers": dict(self.headers),
+                                "body": body,
+                                "raw": raw,
+                                "time": time.monotonic(),
+                            }
+                        )
                 if self.path.startswith("/api/show"):
                     model = body.get("model") or body.get("name") if isinstance(body, dict) else None
                     if model in fake.ollama_show:
@@ -157,6 +194,8 @@ class FakeOpenAI:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
+                if fake.latency:
+                    time.sleep(fake.latency)
                 item = fake._next_item()
                 while item.get("fault") == "delay":
                     time.sleep(float(item.get("seconds", 1)))
@@ -173,11 +212,14 @@ class FakeOpenAI:
                     self._send(200, b"{this is not json")
                     return
                 model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
-                completion = fake._completion(item, model)
                 if isinstance(body, dict) and body.get("stream"):
-                    self._send(200, fake._event_stream(completion, body), content_type="text/event-stream")
-                else:
-                    self._send(200, json.dumps(completion).encode())
+                    self._stream(item, model, body)
+                    return
+                reply = json.dumps(fake._completion(item, model)).encode()
+                if fake.record:
+                    with fake._lock:
+                        fake.responses.append(reply)
+                self._send(200, reply)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -198,22 +240,53 @@ class FakeOpenAI:
             return self.script.pop(0) if self.script else self.default
 
     @staticmethod
-    def _event_stream(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
-        """The same reply as server-sent events, for a request with ``"stream": true``."""
-        choice = completion["choices"][0]
-        message = choice["message"]
-        base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-        if message.get("tool_calls"):
-            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-        chunks = [
-            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
-        ]
+    def _events(item: dict[str, Any], model: str, body: dict[str, Any]) -> list[str]:
+        """The scripted reply as chat-completion chunk events, ending with ``[DONE]``."""
+        chunk_id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+        created = int(time.time())
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> str:
+            chunk = {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(chunk)}\n\n"
+
+        message = item["message"]
+        events = [event({"role": "assistant", "content": ""})]
+        content = message.get("content") or ""
+        for start in range(0, len(content), 8):
+            events.append(event({"content": content[start : start + 8]}))
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = call["function"]
+            events.append(
+                event(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": function["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            arguments = function["arguments"]
+            for start in range(0, len(arguments), 10):
+                piece = arguments[start : start + 10]
+                events.append(event({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        events.append(event({}, item.get("finish_reason", "stop")))
         if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append({**base, "choices": [], "usage": completion["usage"]})
-        lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
-        return "".join(lines).encode()
+            usage = item.get("usage", {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+            chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model}
+            events.append(f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n")
+        events.append("data: [DONE]\n\n")
+        return events
 
     @staticmethod
     def _completion(item: dict[str, Any], model: str) -> dict[str, Any]:

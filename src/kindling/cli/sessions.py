@@ -44,7 +44,7 @@ def sessions_command(
         typer.Option(
             "--format",
             "-f",
-            help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench.",
+            help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench, proxy.",
         ),
     ] = None,
     show: Annotated[

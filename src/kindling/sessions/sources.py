@@ -1,7 +1,8 @@
 """One entry point for every session source: detect the format, open it, stream canonical sessions.
 
 ``iter_sessions(source)`` accepts a Hermes ``state.db`` (or a Hermes home directory holding one),
-a ``postgresql://`` URL with Hermes tables, or a file in one of the JSON formats. The format is
+a ``postgresql://`` URL with Hermes tables, kindling's proxy store (SQLite file or URL), or a file
+in one of the JSON formats. The format is
 detected from the content, never from the file name alone; ``format=`` forces one.
 """
 
@@ -23,9 +24,10 @@ SHAREGPT = "sharegpt"
 OPENAI = "openai"
 TAU_BENCH = "tau-bench"
 TAU2_BENCH = "tau2-bench"
+PROXY = "proxy"
 
 #: Every format name ``iter_sessions`` and ``--format`` accept.
-FORMATS: tuple[str, ...] = (HERMES, HERMES_EXPORT, SHAREGPT, OPENAI, TAU_BENCH, TAU2_BENCH)
+FORMATS: tuple[str, ...] = (HERMES, HERMES_EXPORT, SHAREGPT, OPENAI, TAU_BENCH, TAU2_BENCH, PROXY)
 
 # Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
 # session export rather than a plain OpenAI chat log.
@@ -83,12 +85,12 @@ def detect_format(source: str | Path) -> str:
     """
     resolved = resolve_source(source)
     if isinstance(resolved, str):
-        return HERMES
+        return _database_format(resolved)
     if resolved.is_dir():
         return _directory_format(resolved)
     head = peek(resolved)
     if head.startswith(SQLITE_MAGIC):
-        return HERMES
+        return _database_format(resolved)
     text = head.lstrip(LEADING_BYTES)
     if not text:
         problem = (
@@ -210,6 +212,13 @@ def _directory_format(directory: Path) -> str:
     )
 
 
+def _database_format(target: str | Path) -> str:
+    # A database holding the tables kindling's proxy writes is a proxy store; any other is Hermes's.
+    from kindling.sessions.recorded import is_recorded_store
+
+    return PROXY if is_recorded_store(target) else HERMES
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -237,6 +246,10 @@ def _reader(fmt: str) -> Reader:
         from kindling.sessions.hermes import read_hermes_sqlite
 
         return read_hermes_sqlite
+    if fmt == PROXY:
+        from kindling.sessions.recorded import read_recorded
+
+        return read_recorded
     if fmt in (HERMES_EXPORT, SHAREGPT, OPENAI):
         from kindling.sessions.jsonl import read_hermes_export, read_openai, read_sharegpt
 
@@ -271,12 +284,18 @@ def iter_sessions(
     resolved = resolve_source(source)
     fmt = format or detect_format(resolved)
     if isinstance(resolved, str):
-        if fmt != HERMES or not is_postgres_url(resolved):
-            raise SourceError(f"A database URL can only be read as {HERMES!r}.", path=_shown(resolved))
+        if fmt not in (HERMES, PROXY) or not is_postgres_url(resolved):
+            raise SourceError(
+                f"A database URL can only be read as {HERMES!r} or {PROXY!r}.", path=_shown(resolved)
+            )
+        if fmt == PROXY:
+            from kindling.sessions.recorded import read_recorded
+
+            return read_recorded(resolved, counts)
         return read_hermes_postgres(resolved, counts)
     sessions = _reader(fmt)(resolved, counts)
-    # The Hermes reader counts sessions, messages, calls and results as it builds them.
-    return sessions if fmt == HERMES else _counted(sessions, counts)
+    # The Hermes and proxy readers count sessions, messages, calls and results as they build them.
+    return sessions if fmt in (HERMES, PROXY) else _counted(sessions, counts)
 
 
 def _shown(source: str | Path) -> str:
@@ -331,6 +350,10 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
         else:
             found = read_hermes_sqlite(resolved, report, session_id=session_id)
         sessions: Iterator[Session] = found
+    elif fmt == PROXY:
+        from kindling.sessions.recorded import read_recorded
+
+        sessions = read_recorded(resolved, ReadReport(), session_id=session_id)
     else:
         sessions = iter_sessions(resolved, fmt)
     for session in sessions:

@@ -1,0 +1,249 @@
+"""The proxy's FastAPI app: chat completions (recorded, warmed), everything else under /v1 forwarded.
+
+Requests are forwarded with one shared ``httpx.AsyncClient``. Responses go back with the upstream's
+status, headers and body; event streams are passed on chunk by chunk as they arrive. kindling's own
+work (recognising the conversation, warm-up, recording) never decides whether a call succeeds: when
+it fails the client's bytes go upstream unchanged and one line is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from kindling.proxy.conversations import Conversations, Turn
+from kindling.proxy.recorder import ProxyStore, Recorder
+from kindling.proxy.reply import StreamedReply, reply_of_response
+from kindling.proxy.settings import ProxySettings
+
+__all__ = ["TOKEN_HEADER", "create_app"]
+
+log = logging.getLogger("kindling.proxy")
+
+#: The header a client sends the proxy's token in (beside its own Authorization for the upstream).
+TOKEN_HEADER = "x-kindling-token"
+
+# Hop-by-hop headers (RFC 9110 7.6.1) and the ones httpx sets itself never pass through.
+_REQUEST_DROP = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
+
+
+def create_app(
+    settings: ProxySettings,
+    *,
+    store: ProxyStore | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
+    """Build the proxy app for ``settings``. Raises StoreError when the store URL is malformed.
+
+    A store that is merely down does not stop the app: recordings queue until it is back.
+    """
+    proxy_store = store or ProxyStore(settings.db)
+    recorder = Recorder(proxy_store, capacity=settings.queue_size)
+    conversations = Conversations(
+        recorder,
+        warm=settings.warm,
+        template=settings.template,
+        templates=settings.templates,
+        budget=settings.budget,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recorder.start()
+        app.state.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=settings.connect_timeout),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+            transport=transport,
+        )
+        try:
+            yield
+        finally:
+            await app.state.client.aclose()
+            recorder.stop()
+            proxy_store.close()
+
+    app = FastAPI(
+        title="kindling proxy",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.settings = settings
+    app.state.recorder = recorder
+    app.state.conversations = conversations
+
+    # Checked in each route rather than in a middleware, which would sit in every streamed chunk's path.
+    def refused(request: Request) -> Response | None:
+        if settings.token and not _authorized(request, settings):
+            return _error(401, f"kindling proxy: send the proxy's token in the {TOKEN_HEADER} header.")
+        return None
+
+    @app.get("/kindling/status")
+    async def status(request: Request) -> Any:
+        if (refusal := refused(request)) is not None:
+            return refusal
+        return {
+            "upstream": settings.upstream,
+            "warm": settings.warm,
+            "conversations_cached": len(conversations.cache),
+            "recorder": recorder.status(),
+        }
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        if (refusal := refused(request)) is not None:
+            return refusal
+        raw = await request.body()
+        turn: Turn | None = None
+        try:
+            turn = await conversations.begin(raw, request.headers)
+        except Exception as exc:
+            log.warning("could not record or warm a request, forwarding it unchanged: %s", _one_line(exc))
+        body = turn.upstream_body if turn is not None and turn.upstream_body is not None else raw
+        headers = _upstream_headers(request, settings)
+        headers["accept-encoding"] = "identity"  # the proxy reads the reply to record it
+        return await _forward(request, app.state.client, settings, "chat/completions", body, headers, turn)
+
+    @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+    async def passthrough(path: str, request: Request) -> Response:
+        if (refusal := refused(request)) is not None:
+            return refusal
+        body = await request.body()
+        headers = _upstream_headers(request, settings)
+        return await _forward(request, app.state.client, settings, path, body, headers, None)
+
+    async def _forward(
+        request: Request,
+        client: httpx.AsyncClient,
+        settings: ProxySettings,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        turn: Turn | None,
+    ) -> Response:
+        url = f"{settings.upstream}/{path}"
+        if request.url.query:
+            url += "?" + request.url.query
+        upstream_request = client.build_request(request.method, url, content=body, headers=headers)
+        try:
+            upstream = await client.send(upstream_request, stream=True)
+        except httpx.TimeoutException as exc:
+            return _error(504, f"kindling proxy: the upstream timed out: {_one_line(exc)}")
+        except httpx.HTTPError as exc:
+            return _error(
+                502, f"kindling proxy: cannot reach the upstream {settings.upstream}: {_one_line(exc)}"
+            )
+        response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP}
+        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            response_headers.pop("content-length", None)
+            return StreamingResponse(
+                _relay(upstream, turn), status_code=upstream.status_code, headers=response_headers
+            )
+        try:
+            content = b"".join([chunk async for chunk in upstream.aiter_raw()])
+        except httpx.HTTPError as exc:
+            return _error(502, f"kindling proxy: the upstream broke off its answer: {_one_line(exc)}")
+        finally:
+            await upstream.aclose()
+        if turn is not None and upstream.status_code == 200 and "content-encoding" not in upstream.headers:
+            # Before answering, so the conversation's next request is recognised however fast it comes.
+            _record_whole(turn, content)
+        return Response(content, status_code=upstream.status_code, headers=response_headers)
+
+    async def _relay(upstream: httpx.Response, turn: Turn | None) -> AsyncIterator[bytes]:
+        reply = StreamedReply() if turn is not None and upstream.status_code == 200 else None
+        first_chunk_ms: float | None = None
+        try:
+            async for chunk in upstream.aiter_raw():
+                if reply is not None and turn is not None:
+                    # Followed before the chunk goes on, so the reply is known (and the next request
+                    # of the conversation recognised) by the time the client has the last chunk.
+                    if first_chunk_ms is None:
+                        first_chunk_ms = (time.perf_counter() - turn.started) * 1000
+                    try:
+                        reply.feed(chunk)
+                        if reply.done:
+                            conversations.finish(
+                                turn,
+                                reply.message(),
+                                model=reply.model,
+                                finish_reason=reply.finish_reason,
+                                first_chunk_ms=first_chunk_ms,
+                            )
+                            reply = None
+                    except Exception as exc:
+                        log.warning("could not record a streamed reply: %s", _one_line(exc))
+                        reply = None
+                yield chunk
+        finally:
+            await upstream.aclose()
+
+    def _record_whole(turn: Turn, content: bytes) -> None:
+        try:
+            found = reply_of_response(orjson.loads(content))
+            if found is None:
+                log.warning("an upstream reply had no assistant message; not recorded")
+                return
+            message, model, finish_reason = found
+            conversations.finish(turn, message, model=model, finish_reason=finish_reason)
+        except Exception as exc:
+            log.warning("could not record a reply: %s", _one_line(exc))
+
+    return app
+
+
+def _authorized(request: Request, settings: ProxySettings) -> bool:
+    token = settings.token or ""
+    given = request.headers.get(TOKEN_HEADER)
+    if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+        return True
+    if settings.upstream_key:
+        # The proxy holds the upstream key, so the client's Authorization may carry the proxy token.
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer ") and hmac.compare_digest(
+            auth[7:].strip().encode(), token.encode()
+        ):
+            return True
+    return False
+
+
+def _upstream_headers(request: Request, settings: ProxySettings) -> dict[str, str]:
+    headers = {
+        k: v for k, v in request.headers.items() if k not in _REQUEST_DROP and not k.startswith("x-kindling-")
+    }
+    if settings.upstream_key:
+        headers["authorization"] = f"Bearer {settings.upstream_key}"
+    return headers
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "kindling_proxy_error"}}, status_code=status)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

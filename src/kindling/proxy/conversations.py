@@ -1,0 +1,316 @@
+"""Per request: which conversation it continues, what is new to record, and the warm-up to insert.
+
+``Conversations.begin`` runs before the request goes upstream: it recognises the conversation (a
+prefix hash, or the ``X-Kindling-Session`` header), queues the new messages, and on a conversation's
+first request chooses the warm-up once. ``Turn.upstream_body`` is the body to send: the client's
+bytes unchanged when nothing is inserted, else the same JSON with the conversation's warm-up block
+(cached bytes, identical on every request) after the leading system messages.
+``Conversations.finish`` records the reply after the client has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kindling.errors import NotFoundError
+from kindling.proxy.identity import Conversation, ConversationCache, PrefixHasher, last_assistant_index
+from kindling.proxy.recorder import MessageRow, PrefixRow, Recorder, SessionRow, Write
+
+__all__ = ["Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
+
+log = logging.getLogger("kindling.proxy")
+
+SESSION_HEADER = "x-kindling-session"
+WARM_HEADER = "x-kindling-warm"
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,79}")
+
+
+@dataclass(slots=True)
+class WarmChoice:
+    """The warm-up chosen for a conversation: its serialized block (None when there is none)."""
+
+    block: bytes | None
+    state: str
+    template: str | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    """One request in flight: its conversation, its upstream body, and what finishing needs."""
+
+    conversation: Conversation
+    upstream_body: bytes | None
+    hasher: PrefixHasher
+    message_count: int
+    started: float
+    model: str | None
+
+
+def warm_disabled_by(headers: Mapping[str, str]) -> bool:
+    """True when the request asks for no warm-up (``X-Kindling-Warm: off``)."""
+    return headers.get(WARM_HEADER, "").strip().lower() in {"off", "0", "false", "no"}
+
+
+def _new_session_id() -> str:
+    return time.strftime("%Y%m%d_%H%M%S", time.gmtime()) + "_" + uuid.uuid4().hex[:12]
+
+
+def tool_names(tools: Any) -> list[str]:
+    """The function names declared in a chat-completions ``tools`` array."""
+    names: list[str] = []
+    if isinstance(tools, list):
+        for tool in tools:
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if isinstance(name, str) and name:
+                names.append(name)
+    return names
+
+
+class Conversations:
+    """Recognition, recording and warm-up for every request of the proxy.
+
+    ``warm`` is False for ``--no-warm``; ``template`` names a fixed template (None chooses the best
+    fit for each conversation); ``templates`` is a template store target (None: the default store).
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        warm: bool = True,
+        template: str | None = None,
+        templates: str | None = None,
+        budget: int | None = None,
+        cache_size: int = 50_000,
+    ) -> None:
+        self.recorder = recorder
+        self.warm = warm
+        self.template = template
+        self.templates_target = templates
+        self.budget = budget
+        self.cache = ConversationCache(cache_size)
+        self._template_store: Any = None
+
+    # -------------------------------------------------------------------------- before upstream
+
+    async def begin(self, raw: bytes, headers: Mapping[str, str]) -> Turn | None:
+        """Recognise and record the request; return its Turn (None when the body is not a chat)."""
+        data = orjson.loads(raw)
+        if not isinstance(data, dict):
+            return None
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            return None
+        now = time.time()
+        started = time.perf_counter()
+        warm_off = warm_disabled_by(headers)
+        hasher = PrefixHasher()
+        conversation: Conversation | None = None
+        explicit = headers.get(SESSION_HEADER)
+        last = last_assistant_index(messages)
+        if explicit:
+            explicit = explicit.strip()
+            if not _SESSION_ID.fullmatch(explicit):
+                log.warning(
+                    "ignored a malformed %s header (letters, digits, . _ : - up to 80)", SESSION_HEADER
+                )
+                explicit = None
+        for message in messages[: last + 1]:
+            hasher.feed(message if isinstance(message, Mapping) else {})
+        if explicit:
+            conversation = self.cache.get("s:" + explicit) or await self._lookup(explicit, by_session=True)
+        elif last >= 0:
+            conversation = self.cache.get(hasher.digest()) or await self._lookup(hasher.digest())
+        for message in messages[last + 1 :]:
+            hasher.feed(message if isinstance(message, Mapping) else {})
+
+        write: Write | None = None
+        if conversation is None:
+            session_id = explicit or _new_session_id()
+            choice = WarmChoice(None, "off")
+            if last < 0 and self.warm and not warm_off:
+                choice = await self._choose_warm(messages, data.get("tools"))
+            conversation = Conversation(session_id, 0, choice.block, choice.state)
+            session = SessionRow(
+                session_id,
+                now,
+                now,
+                choice.state,
+                choice.block.decode("utf-8") if choice.block else None,
+                choice.template,
+            )
+            write = Write(session_id, now, session=session)
+        if explicit:
+            self.cache.put("s:" + explicit, conversation)
+
+        first = conversation.message_count
+        if first < len(messages):
+            write = write or Write(conversation.session_id, now)
+            for seq in range(first, len(messages)):
+                message = messages[seq]
+                write.messages.append(
+                    MessageRow(
+                        conversation.session_id,
+                        seq,
+                        str(message.get("role")) if isinstance(message, Mapping) else "unknown",
+                        orjson.dumps(message, default=str).decode("utf-8"),
+                        now,
+                    )
+                )
+            conversation.message_count = len(messages)
+        if write is not None:
+            self.recorder.submit(write)
+
+        body: bytes | None = None
+        if conversation.warm_block and not warm_off:
+            body = _with_block(data, messages, conversation.warm_block)
+        model = data.get("model")
+        return Turn(
+            conversation, body, hasher, len(messages), started, model if isinstance(model, str) else None
+        )
+
+    async def _lookup(self, key: str, *, by_session: bool = False) -> Conversation | None:
+        if not self.recorder.store_up:
+            return None
+        store = self.recorder.store
+        try:
+            found = await asyncio.to_thread(store.find_session if by_session else store.find_prefix, key)
+        except Exception as exc:
+            log.warning("conversation lookup failed, treating the request as new: %s", _one_line(exc))
+            return None
+        if found is not None:
+            self.cache.put(("s:" + key) if by_session else key, found)
+        return found
+
+    # -------------------------------------------------------------------------- warm-up
+
+    async def _choose_warm(self, messages: Sequence[Any], tools: Any) -> WarmChoice:
+        names = tool_names(tools)
+        if not names:
+            return WarmChoice(None, "none")  # no tools offered: nothing an example could show
+        try:
+            choice = await asyncio.to_thread(self._warm_block, messages, names)
+        except Exception as exc:
+            log.warning("warm-up failed, forwarding the conversation unwarmed: %s", _one_line(exc))
+            return WarmChoice(None, "error")
+        if choice.template:
+            # Counting the use writes the template store: not on the request's path.
+            asyncio.get_running_loop().run_in_executor(None, self._count_use, choice.template)
+        return choice
+
+    def _count_use(self, name: str) -> None:
+        try:
+            self._template_store.record_use(name)
+        except Exception as exc:
+            log.warning("could not count a use of template %r: %s", name, _one_line(exc))
+
+    def _warm_block(self, messages: Sequence[Any], names: list[str]) -> WarmChoice:
+        from kindling.templates.store import open_store
+        from kindling.warmup import choose_template, warm, warm_conversation
+        from kindling.warmup.warm import find_task
+
+        if self._template_store is None:
+            self._template_store = open_store(self.templates_target)
+        store = self._template_store
+        task = find_task([m for m in messages if isinstance(m, Mapping)])
+        options: dict[str, Any] = {}
+        if self.budget is not None:
+            options["budget"] = self.budget
+        if "tools" in inspect.signature(warm).parameters:
+            # warm() limits the warm-up to the agent's tools itself.
+            limited_warm: Any = warm
+            try:
+                result = limited_warm(
+                    self.template, task, store=store, record_use=False, tools=names, **options
+                )
+            except NotFoundError:
+                return WarmChoice(None, "none")
+        else:
+            # Limit the examples to the agent's tools, then let warm-up choose among them.
+            offered = set(names)
+            candidates = [store.get(self.template)] if self.template else store.list()
+            limited = [
+                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in offered]})
+                for t in candidates
+            ]
+            template = choose_template([t for t in limited if t.examples], task)
+            if template is None:
+                return WarmChoice(None, "none")
+            result = warm_conversation(template, task, **options)
+        if not result.messages or not set(result.tools) <= set(names):
+            return WarmChoice(None, "none")
+        return WarmChoice(orjson.dumps(result.messages), "on", result.template.name)
+
+    # -------------------------------------------------------------------------- after the reply
+
+    def finish(
+        self,
+        turn: Turn,
+        reply: dict[str, Any],
+        *,
+        model: str | None,
+        finish_reason: str | None,
+        first_chunk_ms: float | None = None,
+    ) -> None:
+        """Record the reply of ``turn`` and remember the prefix that the next request will start with."""
+        now = time.time()
+        duration_ms = (time.perf_counter() - turn.started) * 1000
+        conversation = turn.conversation
+        seq = turn.message_count
+        turn.hasher.feed(reply)
+        digest = turn.hasher.digest()
+        self.cache.put(digest, conversation)
+        conversation.message_count = max(conversation.message_count, seq + 1)
+        row = MessageRow(
+            conversation.session_id,
+            seq,
+            "assistant",
+            orjson.dumps(reply, default=str).decode("utf-8"),
+            now,
+            model or turn.model,
+            round(duration_ms, 3),
+            None if first_chunk_ms is None else round(first_chunk_ms, 3),
+            finish_reason,
+        )
+        self.recorder.submit(
+            Write(
+                conversation.session_id,
+                now,
+                messages=[row],
+                prefix=PrefixRow(digest, conversation.session_id, seq + 1),
+                model=model or turn.model,
+            )
+        )
+
+
+def _with_block(data: dict[str, Any], messages: list[Any], block: bytes) -> bytes:
+    """The request body with ``block`` (a JSON array) spliced in after the leading system messages.
+
+    The block's bytes go in verbatim (an orjson Fragment), so every request of the conversation
+    carries exactly the same bytes there and a provider's prefix cache keeps hitting.
+    """
+    from kindling.warmup.inject import leading_system_count
+
+    head = leading_system_count([m for m in messages if isinstance(m, Mapping)])
+    inner = block.strip()[1:-1].strip()
+    if not inner:
+        return orjson.dumps(data)
+    spliced = dict(data)
+    spliced["messages"] = [*messages[:head], orjson.Fragment(inner), *messages[head:]]
+    return orjson.dumps(spliced)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,392 @@
+"""The proxy's store and the recorder that writes to it off the request path.
+
+``ProxyStore`` is plain SQL (SQLAlchemy Core over the tables in ``kindling.sessions.recorded``):
+every write is an insert that ignores rows already there, so replaying a batch after a failure, or
+two proxies writing the same conversation, never stores a message twice.
+
+``Recorder`` owns a bounded in-memory queue and one writer thread. Requests only enqueue; the thread
+writes whatever is queued in one transaction. When the store is down the queue keeps everything (up
+to its bound; what does not fit is counted as dropped), one line is logged, and the thread retries
+until the store is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from kindling.db import apply_migrations, create_engine, redact_url
+from kindling.proxy.identity import Conversation
+from kindling.sessions.recorded import (
+    COMPONENT,
+    MIGRATIONS,
+    messages_table,
+    prefixes_table,
+    sessions_table,
+)
+
+__all__ = ["MessageRow", "PrefixRow", "ProxyStore", "Recorder", "SessionRow", "Write"]
+
+log = logging.getLogger("kindling.proxy")
+
+
+@dataclass(slots=True)
+class SessionRow:
+    """A conversation's first sighting."""
+
+    id: str
+    started_at: float
+    updated_at: float
+    warm_state: str
+    warm_block: str | None = None
+    template: str | None = None
+
+
+@dataclass(slots=True)
+class MessageRow:
+    """One real message at its position in the conversation (replies carry model and timing)."""
+
+    session_id: str
+    seq: int
+    role: str
+    message: str
+    created_at: float
+    model: str | None = None
+    duration_ms: float | None = None
+    first_chunk_ms: float | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
+class PrefixRow:
+    """The hash of a conversation's messages up to a reply, naming the session."""
+
+    hash: str
+    session_id: str
+    message_count: int
+
+
+@dataclass(slots=True)
+class Write:
+    """What one request adds to the store, written in one transaction with others queued."""
+
+    session_id: str
+    updated_at: float
+    session: SessionRow | None = None
+    messages: list[MessageRow] = field(default_factory=list)
+    prefix: PrefixRow | None = None
+    model: str | None = None
+
+
+class ProxyStore:
+    """SQL access to the proxy's tables; a path (SQLite) or a ``postgresql://`` URL.
+
+    The engine is created at once (so a malformed URL is a StoreError now), but nothing connects
+    until the first read or write, so a proxy starts even while its database is down.
+    """
+
+    def __init__(self, target: str | Path) -> None:
+        self.target = target
+        kwargs: dict[str, Any] = {}
+        if isinstance(target, str) and target.startswith(("postgresql", "postgres://")):
+            # Fail fast when the server is down: a request waits on nothing but the upstream.
+            kwargs["connect_args"] = {"connect_timeout": 3}
+        self.engine: Engine = create_engine(target, **kwargs)
+        self._ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def shown(self) -> str:
+        """The store's location with any password hidden."""
+        return redact_url(self.target)
+
+    def ensure_ready(self) -> None:
+        """Apply the migrations once. Raises StoreError (or a driver error) when the store is down."""
+        if self._ready:
+            return
+        with self._lock:
+            if not self._ready:
+                apply_migrations(self.engine, COMPONENT, MIGRATIONS)
+                self._ready = True
+
+    def write(self, batch: list[Write]) -> None:
+        """Write a batch in one transaction; rows already stored are left as they are."""
+        self.ensure_ready()
+        sessions = [_row(w.session) for w in batch if w.session is not None]
+        messages = [_row(m) for w in batch for m in w.messages]
+        prefixes = [_row(w.prefix) for w in batch if w.prefix is not None]
+        touched: dict[str, dict[str, Any]] = {}
+        for w in batch:
+            top = max((m.seq + 1 for m in w.messages), default=0)
+            seen = touched.get(w.session_id)
+            if seen is None:
+                touched[w.session_id] = {"sid": w.session_id, "t": w.updated_at, "n": top, "model": w.model}
+            else:
+                seen["t"] = max(seen["t"], w.updated_at)
+                seen["n"] = max(seen["n"], top)
+                seen["model"] = w.model or seen["model"]
+        with self.engine.begin() as conn:
+            _insert_ignoring(conn, sessions_table, sessions)
+            _insert_ignoring(conn, messages_table, messages)
+            _insert_ignoring(conn, prefixes_table, prefixes)
+            if touched:
+                conn.execute(_TOUCH, list(touched.values()))
+
+    def reachable(self) -> bool:
+        """True when the store answers a trivial query."""
+        try:
+            self.ensure_ready()
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    def find_prefix(self, digest: str) -> Conversation | None:
+        """The conversation whose messages up to a reply hash to ``digest``, or None."""
+        self.ensure_ready()
+        p, s = prefixes_table, sessions_table
+        query = (
+            sa.select(p.c.session_id, p.c.message_count, s.c.warm_block, s.c.warm_state)
+            .select_from(p.join(s, s.c.id == p.c.session_id))
+            .where(p.c.hash == digest)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            return None
+        return Conversation(row.session_id, row.message_count, _bytes(row.warm_block), row.warm_state)
+
+    def find_session(self, session_id: str) -> Conversation | None:
+        """The conversation stored under ``session_id`` (with how many messages it has), or None."""
+        self.ensure_ready()
+        s, m = sessions_table, messages_table
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(s.c.warm_block, s.c.warm_state).where(s.c.id == session_id)).first()
+            if row is None:
+                return None
+            top = conn.execute(sa.select(sa.func.max(m.c.seq)).where(m.c.session_id == session_id)).scalar()
+        count = 0 if top is None else int(top) + 1
+        return Conversation(session_id, count, _bytes(row.warm_block), row.warm_state)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+
+_s = sessions_table
+_TOUCH = (
+    _s.update()
+    .where(_s.c.id == sa.bindparam("sid"))
+    .values(
+        updated_at=sa.case((_s.c.updated_at < sa.bindparam("t"), sa.bindparam("t")), else_=_s.c.updated_at),
+        message_count=sa.case(
+            (_s.c.message_count < sa.bindparam("n"), sa.bindparam("n")), else_=_s.c.message_count
+        ),
+        model=sa.func.coalesce(sa.bindparam("model", type_=sa.String), _s.c.model),
+    )
+)
+
+
+def _row(item: Any) -> dict[str, Any]:
+    return {name: getattr(item, name) for name in item.__slots__}
+
+
+def _bytes(value: str | None) -> bytes | None:
+    return value.encode("utf-8") if value else None
+
+
+def _insert_ignoring(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        conn.execute(pg_insert(table).on_conflict_do_nothing(), rows)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        conn.execute(sqlite_insert(table).on_conflict_do_nothing(), rows)
+
+
+class Recorder:
+    """A bounded queue of writes and the thread that drains it into a ``ProxyStore``.
+
+    ``submit`` never blocks and never raises. ``status()`` reports what is pending, written and
+    dropped, and whether the store is reachable.
+    """
+
+    def __init__(
+        self,
+        store: ProxyStore,
+        *,
+        capacity: int = 10_000,
+        batch_size: int = 500,
+        retry_seconds: tuple[float, float] = (0.2, 5.0),
+    ) -> None:
+        self.store = store
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self.retry_seconds = retry_seconds
+        self.written = 0
+        self.dropped = 0
+        self.rejected = 0
+        self.store_state = "unknown"
+        self.last_error: str | None = None
+        self._queue: deque[Write] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def store_up(self) -> bool:
+        """False only while the store is known to be unreachable."""
+        return self.store_state != "down"
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kindling-proxy-recorder", daemon=True)
+            self._thread.start()
+
+    def submit(self, write: Write) -> bool:
+        """Queue ``write``; False (and counted as dropped) when the queue is full."""
+        with self._lock:
+            if len(self._queue) >= self.capacity:
+                self.dropped += 1
+                first = self.dropped == 1
+            else:
+                self._queue.append(write)
+                self._wake.set()
+                return True
+        if first:
+            log.warning(
+                "recording queue full (%d writes waiting for %s): dropping new writes, counted in /kindling/status",
+                self.capacity,
+                self.store.shown,
+            )
+        return False
+
+    def pending(self) -> int:
+        """How many writes wait in the queue."""
+        with self._lock:
+            return len(self._queue)
+
+    def status(self) -> dict[str, Any]:
+        """Counts and store state, for ``/kindling/status``."""
+        return {
+            "store": self.store.shown,
+            "store_state": self.store_state,
+            "pending": self.pending(),
+            "written": self.written,
+            "dropped": self.dropped,
+            "rejected": self.rejected,
+            "last_error": self.last_error,
+        }
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Write what is queued (for up to ``timeout`` seconds), then stop the thread."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        left = self.pending()
+        if left:
+            log.warning("stopped with %d writes not recorded (store %s)", left, self.store_state)
+
+    def _take(self) -> list[Write]:
+        with self._lock:
+            return [self._queue[i] for i in range(min(self.batch_size, len(self._queue)))]
+
+    def _done(self, count: int) -> None:
+        with self._lock:
+            for _ in range(count):
+                self._queue.popleft()
+            if not self._queue:
+                self._wake.clear()
+
+    def _run(self) -> None:
+        delay = self.retry_seconds[0]
+        # Reach the store at once, so a proxy started against a dead database says so at start.
+        self._probe()
+        while True:
+            self._wake.wait(timeout=1.0)
+            batch = self._take()
+            if not batch:
+                if self._stopping:
+                    return
+                if self.store_state == "down":
+                    self._probe()  # so lookups resume once the store is back, even with nothing queued
+                continue
+            try:
+                self.store.write(batch)
+            except Exception as exc:  # any failure of the store: keep the batch and retry
+                if self.store.reachable():
+                    # The store is fine, so some write in the batch is bad: write them one by one
+                    # and set aside (counted, logged) only what the store refuses.
+                    self._write_singly(batch)
+                    continue
+                self._went_down(exc)
+                if self._stopping:
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, self.retry_seconds[1])
+                continue
+            delay = self.retry_seconds[0]
+            self._done(len(batch))
+            self.written += len(batch)
+            self._came_up()
+
+    def _write_singly(self, batch: list[Write]) -> None:
+        for write in batch:
+            try:
+                self.store.write([write])
+            except Exception as exc:
+                if not self.store.reachable():
+                    return  # down after all: the rest stays queued
+                self.rejected += 1
+                log.warning(
+                    "store %s refused a recording of session %s: %s",
+                    self.store.shown,
+                    write.session_id,
+                    _line(exc),
+                )
+            else:
+                self.written += 1
+            self._done(1)
+
+    def _probe(self) -> None:
+        try:
+            self.store.ensure_ready()
+        except Exception as exc:
+            self._went_down(exc)
+        else:
+            self._came_up()
+
+    def _went_down(self, exc: BaseException) -> None:
+        detail = _line(exc)
+        self.last_error = detail
+        if self.store_state != "down":
+            self.store_state = "down"
+            log.warning("store %s unreachable, queueing recordings in memory: %s", self.store.shown, detail)
+
+    def _came_up(self) -> None:
+        if self.store_state == "down":
+            log.warning("store %s reachable again, %d writes pending", self.store.shown, self.pending())
+        self.store_state = "up"
+        self.last_error = None
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,91 @@
+"""Run the proxy: in the foreground (``serve``) or on a background thread (``ProxyServer``).
+
+``ProxyServer`` embeds a real uvicorn server on loopback inside another program (tests, the
+benchmark); port 0 picks a free port and ``base_url`` reports the one chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+
+from kindling.errors import ConfigError
+from kindling.proxy.app import create_app
+from kindling.proxy.recorder import ProxyStore
+from kindling.proxy.settings import ProxySettings
+
+__all__ = ["ProxyServer", "serve"]
+
+
+def _log_to_stderr(level: int = logging.INFO) -> None:
+    logger = logging.getLogger("kindling.proxy")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("kindling proxy: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False
+
+
+def serve(settings: ProxySettings, *, log_level: str = "info") -> None:
+    """Run the proxy in the foreground until interrupted. Raises StoreError for a malformed store URL."""
+    _log_to_stderr()
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+
+
+class ProxyServer:
+    """The proxy running on a background thread; a context manager, or ``start``/``stop``."""
+
+    def __init__(
+        self, settings: ProxySettings, store: ProxyStore | None = None, *, log_level: str = "warning"
+    ) -> None:
+        _log_to_stderr(logging.WARNING)
+        self.settings = settings
+        self.app = create_app(settings, store=store)
+        config = uvicorn.Config(
+            self.app,
+            host=settings.host,
+            port=settings.port,
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="kindling-proxy", daemon=True)
+        self.port = settings.port
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL the running proxy answers on (``http://host:port/v1``)."""
+        return self.settings.with_(port=self.port).base_url
+
+    def start(self, timeout: float = 15.0) -> ProxyServer:
+        """Start serving and wait until the socket accepts. Raises ConfigError when it does not."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"The proxy did not start on {self.settings.host}:{self.settings.port}.")
+            time.sleep(0.01)
+        sockets = [s for server in self.server.servers for s in server.sockets]
+        if sockets:
+            self.port = int(sockets[0].getsockname()[1])
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the server to finish (it writes what is queued) and wait for its thread."""
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

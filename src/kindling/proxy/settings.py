@@ -1,0 +1,103 @@
+"""The proxy's settings: where it listens, where it forwards, where it records, who may use it."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kindling.config import env_str, kindling_home
+from kindling.errors import ConfigError
+
+__all__ = ["DEFAULT_PORT", "ProxySettings", "default_db", "is_loopback"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6100
+
+
+def default_db() -> str:
+    """Where recordings go by default: ``$KINDLING_PROXY_DB`` or ``$KINDLING_HOME/proxy.db``."""
+    return env_str("KINDLING_PROXY_DB", str(kindling_home() / "proxy.db"))
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """Everything ``create_app`` needs. Build with ``ProxySettings.resolve(...)`` to apply defaults,
+    environment variables and the access rule."""
+
+    upstream: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    db: str = ""
+    token: str | None = None
+    upstream_key: str | None = None
+    warm: bool = True
+    template: str | None = None
+    templates: str | None = None
+    budget: int | None = None
+    queue_size: int = 10_000
+    connect_timeout: float = 10.0
+
+    @classmethod
+    def resolve(
+        cls,
+        upstream: str,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        db: str | Path | None = None,
+        token: str | None = None,
+        upstream_key_env: str | None = None,
+        **options: Any,
+    ) -> ProxySettings:
+        """Settings with defaults filled in: the store defaults to ``default_db()``, the token to
+        ``$KINDLING_PROXY_TOKEN``, the upstream key is read from ``upstream_key_env``.
+
+        Raises ConfigError for an upstream that is not an http(s) URL, an unset key variable, or a
+        non-loopback address without a token (the proxy is never an open relay).
+        """
+        if not upstream.startswith(("http://", "https://")):
+            raise ConfigError(f"--upstream must be an http:// or https:// URL, not {upstream!r}.")
+        key: str | None = None
+        if upstream_key_env:
+            key = os.environ.get(upstream_key_env) or None
+            if key is None:
+                raise ConfigError(f"--upstream-key-env names {upstream_key_env}, which is not set.")
+        chosen_token = token or os.environ.get("KINDLING_PROXY_TOKEN") or None
+        chosen_host = host or DEFAULT_HOST
+        if not is_loopback(chosen_host) and not chosen_token:
+            raise ConfigError(
+                f"Refusing to listen on {chosen_host} without a token: set --token or KINDLING_PROXY_TOKEN "
+                "(on loopback none is needed)."
+            )
+        return cls(
+            upstream=upstream.rstrip("/"),
+            host=chosen_host,
+            port=DEFAULT_PORT if port is None else port,
+            db=str(db) if db else default_db(),
+            token=chosen_token,
+            upstream_key=key,
+            **options,
+        )
+
+    def with_(self, **changes: Any) -> ProxySettings:
+        """A copy with ``changes`` applied."""
+        return replace(self, **changes)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients point at: ``http://HOST:PORT/v1``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"

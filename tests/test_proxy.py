@@ -1,0 +1,409 @@
+"""The proxy with the official openai client in front and the fake OpenAI server behind it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from fake_openai import FakeOpenAI, text, tool_call, tool_calls
+from kindling.cli.main import app
+from kindling.errors import ConfigError
+from kindling.proxy import ProxySettings
+from kindling.sessions import find_session, iter_sessions
+from proxy_support import (
+    TOOLS,
+    message_of_stream,
+    running_proxy,
+    save_template,
+    status,
+    wait_recorded,
+)
+
+SYSTEM = {"role": "system", "content": "You are a careful coding agent."}
+
+
+def _client(base_url: str, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=base_url, api_key="sk-client", default_headers=headers or None, max_retries=0
+    )
+
+
+def _sessions_json(db: str | Path) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["sessions", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _show(db: str | Path, session_id: str) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["sessions", str(db), "--show", session_id, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _real(message: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a message kindling's canonical model keeps."""
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content")}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": c["id"],
+                "name": c["function"]["name"],
+                "arguments": json.loads(c["function"]["arguments"]),
+            }
+            for c in message["tool_calls"]
+        ]
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _shown(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content")}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": c["id"],
+                "name": c["function"]["name"],
+                "arguments": json.loads(c["function"]["arguments"]),
+            }
+            for c in message["tool_calls"]
+        ]
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _headers(fake: FakeOpenAI) -> dict[str, str]:
+    return {name.lower(): value for name, value in fake.requests[-1]["headers"].items()}
+
+
+def _non_streaming_conversation(client: openai.OpenAI, fake: FakeOpenAI, task: str) -> list[dict[str, Any]]:
+    """Three requests: a tool call, a second (parallel) call after its result, then a text answer."""
+    fake.script = [
+        tool_call("read_file", {"path": "src/parser.py"}, "call_read_1"),
+        tool_calls(
+            ("terminal", {"cmd": "pytest -q"}, "call_run_1"),
+            ("read_file", {"path": "setup.cfg"}, "call_read_2"),
+        ),
+        text("The tokenizer skips the last token; fixed and the tests pass."),
+    ]
+    messages: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": task}]
+    for turn in range(3):
+        raw = client.chat.completions.with_raw_response.create(
+            model="fake-model", messages=messages, tools=TOOLS
+        )
+        assert raw.http_response.content == fake.responses[-1]  # byte for byte what the upstream sent
+        reply = raw.parse().choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        for call in reply.tool_calls or ():
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": f"result of {call.id} ({turn})"}
+            )
+    return messages
+
+
+def _streaming_conversation(client: openai.OpenAI, fake: FakeOpenAI, task: str) -> list[dict[str, Any]]:
+    fake.script = [
+        tool_call("terminal", {"cmd": "pytest -q tests/test_parser.py"}, "call_s_1"),
+        tool_calls(("read_file", {"path": "a.py"}, "call_s_2"), ("read_file", {"path": "b.py"}, "call_s_3")),
+        text("Both files define the tokenizer; the failing test is in a.py."),
+    ]
+    messages: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": task}]
+    for _ in range(3):
+        with client.chat.completions.with_streaming_response.create(
+            model="fake-model", messages=messages, tools=TOOLS, stream=True
+        ) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            raw = b"".join(response.iter_bytes())
+        assert raw == fake.responses[-1]
+        reply = message_of_stream(raw)
+        messages.append(reply)
+        for call in reply.get("tool_calls") or ():
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": f"output of {call['id']}"}
+            )
+    return messages
+
+
+def _warm_prefix(raw_bodies: list[bytes], warm_block: bytes) -> int:
+    """Where the warm block ends in every upstream body; asserts every body starts with the same bytes there."""
+    inner = warm_block[1:-1]
+    position = raw_bodies[0].find(inner)
+    assert position > 0
+    end = position + len(inner)
+    for raw in raw_bodies:
+        assert raw[:end] == raw_bodies[0][:end]
+    return end
+
+
+def _stored_warm_blocks(db: Path) -> dict[str, bytes | None]:
+    import sqlalchemy as sa
+
+    from kindling.db import create_engine
+
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT id, warm_block FROM proxy_sessions")).all()
+    finally:
+        engine.dispose()
+    return {row[0]: row[1].encode() if row[1] else None for row in rows}
+
+
+def test_conversations_round_trip_warm_once_and_are_recorded_once(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    save_template(tmp_path / "templates")
+    db = tmp_path / "proxy.db"
+    with running_proxy(fake_openai.base_url, db, templates=str(tmp_path / "templates")) as proxy:
+        client = _client(proxy.base_url)
+        plain = _non_streaming_conversation(client, fake_openai, "Find the tokenizer bug in src/parser.py")
+        plain_upstream = [r["raw"] for r in fake_openai.requests]
+        streamed = _streaming_conversation(
+            client, fake_openai, "Run the parser tests and read the failing files"
+        )
+        streamed_upstream = [r["raw"] for r in fake_openai.requests[3:]]
+        wait_recorded(proxy.base_url)
+
+    # The first upstream request carries the warm-up right after the system message ...
+    first = fake_openai.chat_requests()[0]["messages"]
+    assert first[0] == SYSTEM
+    assert first[-1] == {"role": "user", "content": "Find the tokenizer bug in src/parser.py"}
+    injected = first[1:-1]
+    assert injected, "no warm-up was inserted"
+    offered = {tool["function"]["name"] for tool in TOOLS}
+    shown_tools = {c["function"]["name"] for m in injected for c in m.get("tool_calls") or ()}
+    assert shown_tools and shown_tools <= offered  # never a tool the agent was not offered (web_search)
+    # ... and every later request of the conversation the identical bytes at the same place.
+    blocks = _stored_warm_blocks(db)
+    assert len(blocks) == 2 and all(blocks.values())
+    for bodies in (plain_upstream, streamed_upstream):
+        matching = [b for b in blocks.values() if b is not None and b[1:-1] in bodies[0]]
+        assert len(matching) == 1
+        _warm_prefix(bodies, matching[0])
+    # The rest of each upstream request is exactly what the client sent.
+    for request, sent in zip(fake_openai.chat_requests()[1:3], (plain[:4], plain[:7]), strict=True):
+        assert [m for m in request["messages"] if m not in injected] == sent
+
+    # `kindling sessions` shows each conversation once, every real message, no injected one.
+    counts = _sessions_json(db)
+    assert counts["sessions"] == 2
+    assert counts["messages"] == len(plain) + len(streamed)
+    assert counts["tool_calls"] == 6 and counts["tool_results"] == 6
+    assert counts["skipped"] == {}
+    sessions = {s.messages[1].content: s for s in iter_sessions(db)}
+    for conversation in (plain, streamed):
+        session = sessions[conversation[1]["content"]]
+        shown = _show(db, session.id)
+        assert [_shown(m) for m in shown["messages"]] == [_real(m) for m in conversation]
+        assert session.model == "fake-model" and session.source == "proxy"
+        assert session.metadata["warm"] == "on"
+
+
+def test_no_warm_header_off_and_explicit_session(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    save_template(tmp_path / "templates")
+    db = tmp_path / "proxy.db"
+    task = {"role": "user", "content": "Run the unit tests for the parser"}
+    with running_proxy(fake_openai.base_url, db, templates=str(tmp_path / "templates")) as proxy:
+        # X-Kindling-Warm: off skips this conversation, on its later requests too.
+        off = _client(proxy.base_url, **{"X-Kindling-Warm": "off"})
+        reply = off.chat.completions.create(model="fake-model", messages=[SYSTEM, task], tools=TOOLS)
+        later = [
+            SYSTEM,
+            task,
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "user", "content": "ok"},
+        ]
+        _client(proxy.base_url).chat.completions.create(model="fake-model", messages=later, tools=TOOLS)
+        # An explicit session id groups requests that do not extend each other.
+        named = _client(proxy.base_url, **{"X-Kindling-Session": "my-run-7"})
+        named.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "first"}])
+        named.chat.completions.create(
+            model="fake-model",
+            messages=[
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": "Done."},
+                {"role": "user", "content": "second"},
+            ],
+        )
+        wait_recorded(proxy.base_url)
+    bodies = fake_openai.chat_requests()
+    assert bodies[0]["messages"] == [SYSTEM, task]
+    assert bodies[1]["messages"] == later
+    counts = _sessions_json(db)
+    assert counts["sessions"] == 2
+    named_session = find_session(db, "my-run-7")
+    assert [m.content for m in named_session.messages] == ["first", "Done.", "second", "Done."]
+
+    fake_openai.requests.clear()
+    with running_proxy(
+        fake_openai.base_url, tmp_path / "other.db", warm=False, templates=str(tmp_path / "templates")
+    ) as proxy:
+        _client(proxy.base_url).chat.completions.create(
+            model="fake-model", messages=[SYSTEM, task], tools=TOOLS
+        )
+        wait_recorded(proxy.base_url)
+    assert fake_openai.chat_requests()[0]["messages"] == [SYSTEM, task]  # --no-warm: records only
+    assert _sessions_json(tmp_path / "other.db")["messages"] == 3
+
+
+def test_upstream_errors_and_other_paths_pass_through(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.script = [
+        {"fault": "status", "status": 429, "headers": {"retry-after": "7"}},
+        {"fault": "status", "status": 500},
+    ]
+    with running_proxy(fake_openai.base_url, tmp_path / "proxy.db") as proxy:
+        with httpx.Client(base_url=proxy.base_url) as http:
+            limited = http.post(
+                "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}]}
+            )
+            assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
+            assert limited.json() == {"error": {"message": "scripted 429"}}
+            streamed = http.post(
+                "/chat/completions",
+                json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "y"}]},
+            )
+            assert streamed.status_code == 500 and streamed.json() == {"error": {"message": "scripted 500"}}
+            assert http.post("/embeddings", json={"input": "x"}).status_code == 404  # the upstream's answer
+            not_json = http.post(
+                "/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+            )
+            assert not_json.status_code == 200  # forwarded unchanged; the fake answers anything
+        models = _client(proxy.base_url).models.list()
+        assert [m.id for m in models.data] == ["fake-model"]
+        assert fake_openai.requests[-1]["path"] == "/v1/models"
+        assert fake_openai.requests[-2]["raw"] == b"{not json"
+    gone_upstream = fake_openai.base_url
+    fake_openai.stop()
+    with running_proxy(gone_upstream, tmp_path / "proxy.db") as proxy:
+        gone = httpx.post(f"{proxy.base_url}/chat/completions", json={"model": "m", "messages": []})
+        assert gone.status_code == 502 and "cannot reach the upstream" in gone.json()["error"]["message"]
+
+
+def test_authorization_and_token(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with running_proxy(fake_openai.base_url, tmp_path / "a.db") as proxy:
+        _client(proxy.base_url).chat.completions.create(**body)
+    assert _headers(fake_openai)["authorization"] == "Bearer sk-client"
+
+    monkeypatch.setenv("UPSTREAM_KEY", "sk-upstream")
+    with running_proxy(
+        fake_openai.base_url, tmp_path / "b.db", token="proxy-secret", upstream_key_env="UPSTREAM_KEY"
+    ) as proxy:
+        with pytest.raises(openai.AuthenticationError):
+            _client(proxy.base_url).chat.completions.create(**body)
+        assert httpx.get(f"{proxy.base_url.removesuffix('/v1')}/kindling/status").status_code == 401
+        _client(proxy.base_url, **{"X-Kindling-Token": "proxy-secret"}).chat.completions.create(**body)
+        sent = _headers(fake_openai)
+        assert sent["authorization"] == "Bearer sk-upstream"
+        assert not any(name.startswith("x-kindling") for name in sent)
+        # The proxy holds the upstream key, so the client may send the proxy token as its API key.
+        openai.OpenAI(base_url=proxy.base_url, api_key="proxy-secret", max_retries=0).chat.completions.create(
+            **body
+        )
+        assert _headers(fake_openai)["authorization"] == "Bearer sk-upstream"
+
+    with pytest.raises(ConfigError, match="without a token"):
+        ProxySettings.resolve(fake_openai.base_url, host="0.0.0.0")
+    monkeypatch.setenv("KINDLING_PROXY_TOKEN", "t")
+    assert ProxySettings.resolve(fake_openai.base_url, host="0.0.0.0").token == "t"
+    with pytest.raises(ConfigError, match="not set"):
+        ProxySettings.resolve(fake_openai.base_url, upstream_key_env="NO_SUCH_VARIABLE_HERE")
+
+
+def test_store_down_calls_succeed_and_nothing_is_lost_when_it_returns(
+    fake_openai: FakeOpenAI, pg_url: str, tmp_path: Path
+) -> None:
+    import psycopg
+
+    from conftest import PG_ADMIN_URL
+
+    later = pg_url + "_later"  # a database that does not exist yet: the store is down
+    fake_openai.script = [tool_call("terminal", {"cmd": "ls"}, "call_down_1"), text("Listed.")]
+    try:
+        with running_proxy(fake_openai.base_url, later) as proxy:
+            client = _client(proxy.base_url)
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "list the files"}]
+            reply = client.chat.completions.create(model="fake-model", messages=messages, tools=TOOLS)
+            messages += [
+                reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": "call_down_1", "content": "a.py b.py"},
+            ]
+            stream = client.chat.completions.create(
+                model="fake-model", messages=messages, tools=TOOLS, stream=True
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in stream) == "Listed."
+            down = status(proxy.base_url)["recorder"]
+            assert down["store_state"] == "down" and down["pending"] >= 3 and down["written"] == 0
+            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{later.rsplit("/", 1)[1]}"')
+            wait_recorded(proxy.base_url)
+        counts = _sessions_json(later)
+        assert (counts["sessions"], counts["messages"], counts["tool_calls"], counts["tool_results"]) == (
+            1,
+            4,
+            1,
+            1,
+        )
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{later.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def test_two_proxies_share_postgresql(fake_openai: FakeOpenAI, pg_url: str) -> None:
+    conversations = 6
+    with (
+        running_proxy(fake_openai.base_url, pg_url, warm=False) as first,
+        running_proxy(fake_openai.base_url, pg_url, warm=False) as second,
+    ):
+        errors: list[BaseException] = []
+
+        def converse(index: int) -> None:
+            try:
+                messages: list[dict[str, Any]] = [{"role": "user", "content": f"task number {index}"}]
+                for turn in range(3):
+                    proxy = (first, second)[(index + turn) % 2] if index == 0 else (first, second)[index % 2]
+                    if index == 0 and turn:
+                        wait_recorded(first.base_url)
+                        wait_recorded(second.base_url)
+                    reply = _client(proxy.base_url).chat.completions.create(
+                        model="fake-model", messages=messages
+                    )
+                    messages += [
+                        reply.choices[0].message.model_dump(exclude_none=True),
+                        {"role": "user", "content": f"next {turn} of {index}"},
+                    ]
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=converse, args=(i,)) for i in range(conversations)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        wait_recorded(first.base_url)
+        wait_recorded(second.base_url)
+    counts = _sessions_json(pg_url)
+    # Conversation 0 alternated between the proxies and is still one session.
+    assert counts["sessions"] == conversations
+    assert counts["messages"] == conversations * 6
+    for session in iter_sessions(pg_url):
+        index = session.messages[0].content.rsplit(" ", 1)[1]  # type: ignore[union-attr]
+        assert [m.content for m in session.messages] == [
+            f"task number {index}",
+            "Done.",
+            f"next 0 of {index}",
+            "Done.",
+            f"next 1 of {index}",
+            "Done.",
+        ]
