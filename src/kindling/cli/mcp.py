@@ -1,0 +1,59 @@
+"""``kindling mcp``: serve kindling's tools and resources to any MCP client (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from kindling.integrations.mcp import DEFAULT_PORT, TOKEN_ENV
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``mcp`` command to the root app."""
+
+    @app.command("mcp")
+    def mcp_command(
+        http: Annotated[
+            bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")
+        ] = False,
+        host: Annotated[str, typer.Option(help="--http: address to listen on.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="--http: port to listen on.")] = DEFAULT_PORT,
+        token: Annotated[
+            str | None,
+            typer.Option(
+                help=f"--http: bearer token every request must carry (default ${TOKEN_ENV}); "
+                "required when --host is not loopback.",
+                show_default=False,
+            ),
+        ] = None,
+        sources: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--source",
+                help="Session source tool_failure_rates reads (repeatable; default $HERMES_HOME/state.db).",
+                show_default=False,
+            ),
+        ] = None,
+        log_level: Annotated[str, typer.Option(help="--http: uvicorn log level.")] = "warning",
+    ) -> None:
+        """Serve warm_session, request_confirmation, tool_failure_rates, memory and skills over MCP.
+
+        The confirmation tool reaches the daemon at KINDLING_CONFIRM_URL with KINDLING_CONFIRM_TOKEN.
+
+        Examples:
+
+            claude mcp add kindling -- kindling mcp
+
+            kindling mcp --http --port 8765
+        """
+        from kindling.integrations.mcp import McpSettings, run_http, run_stdio
+
+        settings = McpSettings.from_env(sources=sources or ())
+        if http:
+            run_http(
+                settings, host=host, port=port, token=token or os.environ.get(TOKEN_ENV), log_level=log_level
+            )
+        else:
+            run_stdio(settings)

@@ -1,0 +1,707 @@
+"""kindling's tools and resources as an MCP server (the official ``mcp`` SDK's low-level ``Server``).
+
+Tools: ``warm_session`` (the agent tool of ``kindling.integrations.warm_tool``: warm-up messages
+as structured content plus a short readable text), ``request_confirmation`` (asks the confirmation
+daemon and waits for a human, sending progress notifications while it waits),
+``tool_failure_rates`` (which tools fail in the configured session sources, and how often, per
+session length), ``memory`` (read, add, replace, remove in Hermes's MEMORY.md / USER.md through
+``kindling.review.memory.MemoryStore``, with its limits and checks) and ``skills`` (list, view,
+create through ``kindling.review.skills.SkillStore``). Resources: every template as
+``kindling://templates/{name}`` and the two memory files as ``kindling://memory/memory`` and
+``kindling://memory/user``.
+
+Each tool's arguments are one pydantic model: it yields the JSON schema the client sees and
+validates the call, so the two never drift (``warm_session`` reuses its own published schema and
+checks). A bad argument, a refused write or an unreachable daemon comes back as an MCP tool error
+with one clear sentence; nothing a client sends crashes the server. ``create_server`` builds the
+server; ``run_stdio`` and ``run_http`` serve it (HTTP: streamable HTTP, loopback by default, a
+bearer token required on any other address).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kindling import __version__
+from kindling.errors import ConfigError, KindlingError
+
+__all__ = [
+    "ConfirmationArgs",
+    "FailureRatesArgs",
+    "McpSettings",
+    "MemoryArgs",
+    "SkillsArgs",
+    "ToolFailure",
+    "create_server",
+    "is_loopback",
+    "run_http",
+    "run_stdio",
+]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "kindling"
+TEMPLATE_URI = "kindling://templates/{name}"
+MEMORY_URI = "kindling://memory/{target}"
+MEMORY_TARGETS = ("memory", "user")
+TOKEN_ENV = "KINDLING_MCP_TOKEN"
+DEFAULT_PORT = 8765
+PROGRESS_INTERVAL = 5.0
+PREVIEW_LINES = 12
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """What the server reaches: session sources, the confirmation daemon, and how it waits.
+
+    ``sources`` are what ``tool_failure_rates`` reads (default: ``$HERMES_HOME/state.db``); the
+    client cannot choose them. ``confirm_url``/``confirm_token`` are the daemon's address and the
+    agent's token (``KINDLING_CONFIRM_URL``, ``KINDLING_CONFIRM_TOKEN``). ``progress_interval`` is
+    how often, in seconds, ``request_confirmation`` reports that it is still waiting.
+    """
+
+    sources: tuple[str, ...] = ()
+    confirm_url: str = ""
+    confirm_token: str = ""
+    progress_interval: float = PROGRESS_INTERVAL
+
+    @classmethod
+    def from_env(cls, *, sources: Sequence[str] = (), progress_interval: float | None = None) -> McpSettings:
+        """Return settings from ``KINDLING_CONFIRM_URL`` / ``KINDLING_CONFIRM_TOKEN`` and ``sources``."""
+        from kindling.confirm.client import DEFAULT_URL
+
+        return cls(
+            sources=tuple(sources),
+            confirm_url=os.environ.get("KINDLING_CONFIRM_URL") or DEFAULT_URL,
+            confirm_token=os.environ.get("KINDLING_CONFIRM_TOKEN", ""),
+            progress_interval=progress_interval if progress_interval is not None else PROGRESS_INTERVAL,
+        )
+
+
+class ToolFailure(KindlingError):
+    """A tool call that cannot be done as asked; its message is what the client reads."""
+
+
+# -- argument models: one declaration per tool gives the schema and the validation ----------------
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class ConfirmationArgs(_Arguments):
+    """Arguments of ``request_confirmation``."""
+
+    action: str = Field(
+        min_length=1, max_length=200, description="Short machine name, e.g. deploy_production."
+    )
+    description: str = Field(min_length=1, description="What exactly will happen, for the human.")
+    details: dict[str, Any] | None = Field(
+        None, description="Everything the human needs to judge: targets, diffs."
+    )
+    timeout_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=86_400,
+        description="How long to wait for the human (the daemon's default when omitted).",
+    )
+    session_key: str | None = Field(None, description="Groups requests of one agent session, for the human.")
+
+
+class FailureRatesArgs(_Arguments):
+    """Arguments of ``tool_failure_rates``."""
+
+    tool: str | None = Field(
+        None, description="Only tools whose name matches this shell-style glob, e.g. 'web_*'."
+    )
+    top: int = Field(20, ge=1, le=500, description="At most this many tools, highest failure rate first.")
+    min_results: int = Field(1, ge=0, description="Leave out tools with fewer results than this.")
+
+
+class MemoryArgs(_Arguments):
+    """Arguments of ``memory``."""
+
+    action: Literal["read", "add", "replace", "remove"] = Field(description="What to do.")
+    target: Literal["memory", "user"] = Field(
+        "memory",
+        description="'memory' for the agent's notes (MEMORY.md), 'user' for the user profile (USER.md).",
+    )
+    content: str | None = Field(None, description="The entry text, for add and replace.")
+    old_text: str | None = Field(None, description="A short unique part of the entry to replace or remove.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> MemoryArgs:
+        if self.action in ("add", "replace") and not self.content:
+            raise ValueError(f"content is required for {self.action}")
+        if self.action in ("replace", "remove") and not self.old_text:
+            raise ValueError(f"old_text is required for {self.action}")
+        return self
+
+
+class SkillsArgs(_Arguments):
+    """Arguments of ``skills``."""
+
+    action: Literal["list", "view", "create"] = Field(description="What to do.")
+    name: str | None = Field(
+        None, description="The skill name, for view and create (e.g. 'deploy-static-site')."
+    )
+    content: str | None = Field(
+        None,
+        description="create: the full SKILL.md, YAML front matter (name, description) then the instructions.",
+    )
+    category: str | None = Field(None, description="create: an optional category directory.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> SkillsArgs:
+        if self.action in ("view", "create") and not self.name:
+            raise ValueError(f"name is required for {self.action}")
+        if self.action == "create" and not self.content:
+            raise ValueError("content is required for create")
+        return self
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Output:
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+_Handler = Callable[[Any, Any, McpSettings], Awaitable[_Output]]
+
+
+@dataclass(frozen=True)
+class _ToolSpec:
+    name: str
+    description: str
+    schema: dict[str, Any]
+    arguments: type[_Arguments] | None
+    handler: _Handler
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return schema
+
+
+async def _warm_session(_ctx: Any, args: dict[str, Any], _settings: McpSettings) -> _Output:
+    from kindling.integrations.warm_tool import warm_session
+
+    data = json.loads(await anyio.to_thread.run_sync(warm_session, args))
+    if not data.get("success"):
+        raise ToolFailure(str(data.get("error") or "warm_session failed."))
+    action = data.get("action")
+    if action in ("load", "inject"):
+        shown = data.get("messages") or []
+        count = data.get("injected", len(shown))
+        lines = [
+            f"Template {data.get('template')!r}: {count} warm-up messages, "
+            f"about {data.get('estimated_tokens', '?')} tokens."
+        ]
+        preview = str(data.get("preview") or "").splitlines()
+        lines += preview[:PREVIEW_LINES] + (["…"] if len(preview) > PREVIEW_LINES else [])
+        text = "\n".join(lines)
+    elif action == "list":
+        names = [t.get("name") for t in data.get("templates", [])]
+        text = f"{len(names)} templates: {', '.join(map(str, names))}." if names else "No templates yet."
+    else:
+        text = str(data.get("message") or f"{action} done.")
+    return _Output(text, data)
+
+
+def _confirm_client(settings: McpSettings) -> Any:
+    from kindling.confirm.client import DEFAULT_URL, ConfirmClient
+
+    if not settings.confirm_token:
+        raise ToolFailure("KINDLING_CONFIRM_TOKEN is not set for the MCP server; it cannot ask a human.")
+    return ConfirmClient(settings.confirm_url or DEFAULT_URL, settings.confirm_token)
+
+
+async def _request_confirmation(ctx: Any, args: ConfirmationArgs, settings: McpSettings) -> _Output:
+    client = _confirm_client(settings)
+    try:
+        submitted = await anyio.to_thread.run_sync(
+            partial(
+                client.submit,
+                args.action,
+                args.description,
+                args.details,
+                session_key=args.session_key,
+                timeout_seconds=args.timeout_seconds,
+            )
+        )
+        record = submitted
+        if submitted.get("status") == "pending":
+            record = await _wait_for_human(ctx, client, submitted, settings.progress_interval)
+    finally:
+        client.close()
+    status = str(record.get("status"))
+    approved = status in ("approved", "auto_approved")
+    data = {
+        "approved": approved,
+        "status": status,
+        "request_id": record.get("id"),
+        "decided_by": record.get("decided_by"),
+        "reason": record.get("reason"),
+    }
+    if approved:
+        text = f"Approved ({status}) by {record.get('decided_by') or 'the whitelist'}: you may {args.action}."
+    else:
+        text = f"Do not perform {args.action!r}: the request was {status}."
+    if record.get("reason"):
+        text += f" Reason: {record['reason']}"
+    return _Output(text, data)
+
+
+async def _wait_for_human(
+    ctx: Any, client: Any, submitted: dict[str, Any], interval: float
+) -> dict[str, Any]:
+    request_id = str(submitted["id"])
+    total = float(submitted.get("timeout_seconds") or 300)
+    # Past the request's own timeout, so the daemon's expiry (a denial) is what we report.
+    deadline = time.monotonic() + total + 5.0
+    started = time.monotonic()
+    record = submitted
+    await ctx.session.report_progress(
+        0.0, total, f"Waiting for a human to approve {submitted.get('action')!r}."
+    )
+    while record.get("status") == "pending":
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        record = await anyio.to_thread.run_sync(
+            partial(client.wait, request_id, max(0.1, min(interval, remaining))), abandon_on_cancel=True
+        )
+        if record.get("status") == "pending":
+            waited = time.monotonic() - started
+            await ctx.session.report_progress(
+                min(waited, total), total, f"Still waiting for a human ({int(waited)} s of {int(total)} s)."
+            )
+    return record
+
+
+async def _tool_failure_rates(_ctx: Any, args: FailureRatesArgs, settings: McpSettings) -> _Output:
+    stats, shown = await anyio.to_thread.run_sync(partial(_read_stats, settings.sources))
+    data = stats.as_dict()
+    by_cohort = data["cohorts"]
+    rows = []
+    for tool, row in data["tools"].items():
+        if args.tool and not fnmatch.fnmatchcase(tool, args.tool):
+            continue
+        if row["results"] < args.min_results:
+            continue
+        cohorts = {
+            name: {
+                k: cohort["tools"][tool][k]
+                for k in ("results", "failures", "failure_rate", "ci_low", "ci_high")
+            }
+            for name, cohort in by_cohort.items()
+            if tool in cohort["tools"] and cohort["tools"][tool]["results"]
+        }
+        rows.append({"tool": tool, **row, "by_session_length": cohorts})
+    rows.sort(key=lambda r: (-(r["failure_rate"] or 0.0), -r["results"], r["tool"]))
+    rows = rows[: args.top]
+    result = {
+        "sources": shown,
+        "sessions": data["sessions"],
+        "tool_calls": data["tool_calls"],
+        "results_failed": data["results_failed"],
+        "tools": rows,
+    }
+    lines = [f"{data['sessions']} sessions, {data['tool_calls']} tool calls read from {', '.join(shown)}."]
+    for row in rows:
+        rate = row["failure_rate"]
+        worst = max(
+            row["by_session_length"].items(), key=lambda kv: kv[1]["failure_rate"] or 0.0, default=None
+        )
+        where = f"; worst in {worst[0]} sessions ({worst[1]['failure_rate']:.0%})" if worst and rate else ""
+        unknown = f", {row['unknown']} unknown" if row["unknown"] else ""
+        lines.append(
+            f"- {row['tool']}: {row['failures']} of {row['results']} results failed"
+            f" ({(rate or 0.0):.1%}){unknown}{where}"
+        )
+    if not rows:
+        lines.append("No tool matches.")
+    return _Output("\n".join(lines), result)
+
+
+def _read_stats(sources: tuple[str, ...]) -> tuple[Any, list[str]]:
+    from kindling.config import hermes_state_db
+    from kindling.db import redact_url
+    from kindling.mining import mine_sources
+
+    paths: list[str | Path] = list(sources) or [hermes_state_db()]
+    stats = mine_sources(paths, max_examples=0).stats
+    return stats, [redact_url(p) for p in paths]
+
+
+def _store_result(result: dict[str, Any]) -> dict[str, Any]:
+    if not result.get("success"):
+        raise ToolFailure(str(result.get("error") or "The store refused the change."))
+    return result
+
+
+async def _memory(_ctx: Any, args: MemoryArgs, _settings: McpSettings) -> _Output:
+    from kindling.review.memory import MemoryStore, Provenance
+
+    def run() -> dict[str, Any]:
+        store = MemoryStore()
+        if args.action == "read":
+            entries = store.entries(args.target)
+            return {
+                "success": True,
+                "target": args.target,
+                "entries": entries,
+                "usage": store.usage(args.target),
+            }
+        provenance = Provenance(write_origin="mcp", tool_name="memory")
+        return _store_result(
+            store.apply(
+                args.action, args.target, content=args.content, old_text=args.old_text, provenance=provenance
+            )
+        )
+
+    data = await anyio.to_thread.run_sync(run)
+    if args.action == "read":
+        entries = data["entries"]
+        text = f"{len(entries)} entries in {args.target} ({data['usage']})" + "".join(
+            f"\n- {e}" for e in entries
+        )
+    else:
+        text = str(data.get("message") or f"{args.action} done.")
+        if data.get("usage"):
+            text += f" {args.target}: {data['usage']}."
+    return _Output(text, data)
+
+
+async def _skills(_ctx: Any, args: SkillsArgs, _settings: McpSettings) -> _Output:
+    from kindling.review.skills import SkillStore
+
+    def run() -> dict[str, Any]:
+        store = SkillStore(review_created=False)
+        if args.action == "list":
+            return store.list_result()
+        if args.action == "view":
+            return _store_result(store.view(str(args.name)))
+        return _store_result(store.create(str(args.name), str(args.content), args.category or None))
+
+    data = await anyio.to_thread.run_sync(run)
+    if args.action == "list":
+        skills = data.get("skills", [])
+        text = f"{len(skills)} skills" + "".join(
+            f"\n- {s['name']}: {s.get('description') or ''}" for s in skills
+        )
+    elif args.action == "view":
+        text = str(data.get("content") or "")
+    else:
+        text = str(data.get("message") or "Skill created.")
+    return _Output(text, data)
+
+
+def _tool_specs() -> tuple[_ToolSpec, ...]:
+    from kindling.integrations.warm_tool import WARM_SESSION_SCHEMA
+
+    return (
+        _ToolSpec(
+            "warm_session",
+            str(WARM_SESSION_SCHEMA["description"]),
+            dict(WARM_SESSION_SCHEMA["parameters"]),
+            None,
+            _warm_session,
+        ),
+        _ToolSpec(
+            "request_confirmation",
+            "Ask a human to approve a risky action (deploying, deleting data, moving money, rotating keys) "
+            "BEFORE doing it. Waits until the human approves or denies, reporting progress; a timeout counts "
+            "as denied. Only proceed when the result says approved is true.",
+            _schema(ConfirmationArgs),
+            ConfirmationArgs,
+            _request_confirmation,
+        ),
+        _ToolSpec(
+            "tool_failure_rates",
+            "Which tools fail in this environment and how often: per tool, calls, failed results, the failure "
+            "rate with a 95% interval, and the rate by session length, read from the past sessions the server "
+            "is configured with. Use it to pick reliable tools or to double-check a flaky one's result.",
+            _schema(FailureRatesArgs),
+            FailureRatesArgs,
+            _tool_failure_rates,
+        ),
+        _ToolSpec(
+            "memory",
+            "Read and keep durable facts across sessions in MEMORY.md (target 'memory': your notes on the "
+            "environment, conventions, lessons) and USER.md (target 'user': who the user is and how they like "
+            "to work). Actions: read, add (content), replace (old_text = a short unique part of the entry, "
+            "content = the new entry), remove (old_text). Writes past the size limit, duplicates of the entry "
+            "delimiter and instructions aimed at future sessions are refused.",
+            _schema(MemoryArgs),
+            MemoryArgs,
+            _memory,
+        ),
+        _ToolSpec(
+            "skills",
+            "Reusable procedures stored as SKILL.md (YAML front matter with name and description, then the "
+            "instructions). Actions: list, view (name), create (name, content, optional category). Names use "
+            "lowercase letters, digits, '.', '_' and '-'.",
+            _schema(SkillsArgs),
+            SkillsArgs,
+            _skills,
+        ),
+    )
+
+
+def _invalid(tool: str, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return f"Invalid arguments for {tool}: {'; '.join(parts)}."
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+# -- resources -------------------------------------------------------------------------------------
+
+
+def _list_resources() -> list[types.Resource]:
+    from kindling.templates.store import open_store
+
+    resources = [
+        types.Resource(
+            name=f"memory/{target}",
+            uri=MEMORY_URI.format(target=target),
+            description=f"Hermes's {'MEMORY.md (agent notes)' if target == 'memory' else 'USER.md (user profile)'}.",
+            mime_type="text/markdown",
+        )
+        for target in MEMORY_TARGETS
+    ]
+    for template in open_store().list():
+        summary = template.summary()
+        resources.append(
+            types.Resource(
+                name=f"templates/{template.name}",
+                uri=TEMPLATE_URI.format(name=template.name),
+                description=str(summary.get("description") or ""),
+                mime_type="application/json",
+            )
+        )
+    return resources
+
+
+def _read_resource(uri: str) -> tuple[str, str]:
+    """Return (mime type, text) of a kindling resource. Raises ToolFailure for an unknown one."""
+    from kindling.review.memory import TARGET_FILES, memories_dir
+    from kindling.templates.model import validate_name
+    from kindling.templates.store import open_store
+
+    prefix_templates = TEMPLATE_URI.split("{", 1)[0]
+    prefix_memory = MEMORY_URI.split("{", 1)[0]
+    if uri.startswith(prefix_templates):
+        name = validate_name(uri[len(prefix_templates) :])
+        template = open_store().get(name)
+        return "application/json", template.model_dump_json(indent=2)
+    if uri.startswith(prefix_memory):
+        target = uri[len(prefix_memory) :]
+        if target not in MEMORY_TARGETS:
+            raise ToolFailure(
+                f"Unknown memory resource {uri!r}; use kindling://memory/memory or kindling://memory/user."
+            )
+        path = memories_dir() / TARGET_FILES[target]
+        try:
+            return "text/markdown", path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return "text/markdown", ""
+        except OSError as exc:
+            raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    raise ToolFailure(f"Unknown resource {uri!r}; kindling serves {TEMPLATE_URI} and {MEMORY_URI}.")
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+def create_server(settings: McpSettings | None = None) -> Any:
+    """Return the MCP server (an ``mcp.server.Server``) with kindling's tools and resources."""
+    from mcp.server import Server
+    from mcp.shared.exceptions import MCPError
+
+    settings = settings or McpSettings.from_env()
+    specs = {spec.name: spec for spec in _tool_specs()}
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=spec.name, description=spec.description, input_schema=spec.schema)
+                for spec in specs.values()
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = specs.get(params.name)
+        if spec is None:
+            return _error(f"Unknown tool {params.name!r}; kindling serves {', '.join(specs)}.")
+        raw = dict(params.arguments or {})
+        try:
+            args: Any = spec.arguments.model_validate(raw) if spec.arguments is not None else raw
+            output = await spec.handler(ctx, args, settings)
+        except ValidationError as exc:
+            return _error(_invalid(spec.name, exc))
+        except KindlingError as exc:
+            return _error(str(exc))
+        except Exception as exc:  # a bug must not take the server down with it
+            logger.exception("kindling MCP tool %s failed", spec.name)
+            return _error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=output.text)], structured_content=output.data
+        )
+
+    async def list_resources(_ctx: Any, _params: Any) -> types.ListResourcesResult:
+        try:
+            resources = await anyio.to_thread.run_sync(_list_resources)
+        except KindlingError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_templates(_ctx: Any, _params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    name="template",
+                    uri_template=TEMPLATE_URI,
+                    description="A warm-up template: its examples, type, tags and versions (JSON).",
+                    mime_type="application/json",
+                ),
+                types.ResourceTemplate(
+                    name="memory",
+                    uri_template=MEMORY_URI,
+                    description="Hermes's memory files: target 'memory' (MEMORY.md) or 'user' (USER.md).",
+                    mime_type="text/markdown",
+                ),
+            ]
+        )
+
+    async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            mime, text = await anyio.to_thread.run_sync(_read_resource, uri)
+        except KindlingError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions="kindling: warm-up examples from past sessions, human confirmation, tool failure rates, "
+        "memory and skills.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+
+
+def run_stdio(settings: McpSettings | None = None) -> None:
+    """Serve over stdin/stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = create_server(settings)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def is_loopback(host: str) -> bool:
+    """Return True when ``host`` is a loopback address or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(
+    settings: McpSettings | None = None, *, host: str = "127.0.0.1", token: str | None = None
+) -> Any:
+    """Return the streamable-HTTP ASGI app at ``/mcp``; with ``token`` every request needs that bearer token.
+
+    Raises ConfigError when ``host`` is not loopback and there is no token.
+    """
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"kindling mcp will not listen on {host} without a bearer token: pass --token or set {TOKEN_ENV} "
+            "(or listen on 127.0.0.1)."
+        )
+    app = create_server(settings).streamable_http_app(host=host)
+    return _BearerAuth(app, token) if token else app
+
+
+class _BearerAuth:
+    """ASGI wrapper: HTTP requests without ``Authorization: Bearer <token>`` get a 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "missing or wrong bearer token"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def run_http(
+    settings: McpSettings | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted. Raises ConfigError (see ``http_app``)."""
+    import uvicorn
+
+    app = http_app(settings, host=host, token=token)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
