@@ -22,9 +22,9 @@ from kindling import __version__
 from kindling.confirm import handlers
 from kindling.confirm.routes import admin, confirmations, health, ui
 from kindling.confirm.settings import ConfirmSettings
-from kindling.confirm.store import ConfirmationStore
+from kindling.confirm.store import TOKEN_CHECK_SECONDS, ConfirmationStore
 from kindling.confirm.web import STATIC_DIR
-from kindling.confirm.workers import run_outbox, run_sweeper
+from kindling.confirm.workers import run_decision_watch, run_outbox, run_sweeper, run_token_checks
 
 
 class BodyLimit:
@@ -86,10 +86,16 @@ def create_app(
         if background:
             tasks.append(
                 asyncio.create_task(
-                    run_sweeper(the_store, settings.sweep_interval, stop, on_expired=signal.fire)
+                    run_sweeper(the_store, settings.sweep_interval, stop, on_expired=signal.fire_ids)
                 )
             )
             tasks.append(asyncio.create_task(run_outbox(the_store, settings.outbox_interval, stop)))
+            tasks.append(asyncio.create_task(run_token_checks(the_store, TOKEN_CHECK_SECONDS, stop)))
+            tasks.append(
+                asyncio.create_task(
+                    run_decision_watch(the_store, signal.ids, signal.fire_ids, settings.poll_interval, stop)
+                )
+            )
         try:
             yield
         finally:

@@ -20,13 +20,15 @@ from kindling.errors import ConfirmError
 bearer = HTTPBearer(auto_error=False, description="A kindling confirm token (agent, approver or admin).")
 
 
-def get_settings(request: Request) -> ConfirmSettings:
+# Async although they do no I/O: FastAPI runs a plain ``def`` dependency on a worker thread, a
+# thread hop per dependency per request.
+async def get_settings(request: Request) -> ConfirmSettings:
     """Return the settings the app was built with."""
     settings: ConfirmSettings = request.app.state.settings
     return settings
 
 
-def get_store(request: Request) -> ConfirmationStore:
+async def get_store(request: Request) -> ConfirmationStore:
     """Return the app's confirmation store."""
     store: ConfirmationStore = request.app.state.store
     return store
@@ -43,7 +45,11 @@ async def get_identity(
     """Return the caller's identity. Raises ConfirmError 401 when the token is missing or unknown."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise ConfirmError("A bearer token is required (Authorization: Bearer <token>).", status_code=401)
-    identity = await run_in_threadpool(store.authenticate, credentials.credentials)
+    # A token seen since the last check of the token change counter needs no query (and no
+    # thread); anything else is looked up in the database.
+    identity = store.cached_identity(credentials.credentials)
+    if identity is None:
+        identity = await run_in_threadpool(store.authenticate, credentials.credentials)
     if identity is None:
         raise ConfirmError("The bearer token is unknown or revoked.", status_code=401)
     return identity

@@ -10,7 +10,8 @@ import logging
 import sys
 import threading
 import time
-from types import TracebackType
+from types import FrameType, TracebackType
+from typing import Any
 
 import uvicorn
 
@@ -50,7 +51,24 @@ def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
     """
     log_to_stderr(log_level)
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=log_level, access_log=False
+    )
+    _Server(config, app).run()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which on SIGTERM/SIGINT first ends the long polls waiting for decisions:
+    uvicorn waits for open requests, and an idle long poll would hold shutdown for its whole wait."""
+
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """End every long poll (they answer with the request as it stands), then stop as uvicorn does."""
+        self._app.state.decision_signal.close()
+        super().handle_exit(sig, frame)
 
 
 class ServerThread:
@@ -69,7 +87,7 @@ class ServerThread:
             access_log=False,
             lifespan="on",
         )
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config, self.app)
         self._thread = threading.Thread(target=self.server.run, name="kindling-confirm", daemon=True)
         self.port = settings.port
 
@@ -99,6 +117,7 @@ class ServerThread:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the server to finish and wait for its thread."""
+        self.app.state.decision_signal.close()
         self.server.should_exit = True
         self._thread.join(timeout)
 

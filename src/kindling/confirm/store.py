@@ -10,14 +10,17 @@ threads and across daemon processes sharing one database.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hmac
 import json
 import os
+import re
 import secrets
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +29,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from kindling.confirm import audit, policy
 from kindling.confirm import tables as t
+from kindling.confirm.batching import GroupCommit
+from kindling.confirm.folding import fold_action
 from kindling.confirm.records import (
     AuditEvent,
     AuditReport,
@@ -45,6 +50,28 @@ GENESIS_HASH = audit.GENESIS_HASH
 
 Status = Literal["pending", "approved", "denied", "expired", "auto_approved"]
 STATUSES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "auto_approved")
+
+# A cached token is trusted only while the last check of the token change counter started at
+# most this long ago (a daemon serving checks every TOKEN_CHECK_SECONDS), so a token revoked on
+# any daemon stops working on every daemon within a second.
+TOKEN_FRESH_SECONDS = 0.75
+TOKEN_CHECK_SECONDS = 0.25
+
+
+@dataclasses.dataclass
+class _Batch:
+    """What a write transaction reads once when it opens and its blocks then share."""
+
+    seq: int  # the audit chain's head
+    hash: str
+    whitelist_gen: str | None  # None once a block in this transaction changed the rules
+    rules: list[WhitelistRule] | None = None
+
+
+@cache
+def _pyformat(sql: str) -> str:
+    # psycopg takes %(name)s where sqlite3 takes :name.
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 
 
 class ConfirmationStore:
@@ -69,34 +96,49 @@ class ConfirmationStore:
             # A 202 or a decision must survive a power cut, not only a crash: WAL's NORMAL default
             # can lose the last commits, and with them an approval an agent already acted on.
             sa.event.listen(self.engine, "connect", _sqlite_full_sync)
-        # On SQLite, queue this process's writers here rather than in SQLite's busy-sleep loop.
-        self._local_write_lock = threading.Lock()
         with translate_errors(self.target, "migrate"):
             apply_migrations(self.engine, COMPONENT, t.MIGRATIONS)
         self._secret: str | None = None
+        # Writers share transactions and commits (see batching.py); this process's writers queue
+        # there rather than in SQLite's busy-sleep loop.
+        self._group: GroupCommit[_Batch] = GroupCommit(
+            self.engine, self.target, self._begin, dataclasses.replace
+        )
+        self._rules: tuple[str, list[WhitelistRule]] | None = None  # (whitelist_gen, rules)
+        # Token hash -> identity, trusted while fresh (see TOKEN_FRESH_SECONDS).
+        self._tokens_lock = threading.Lock()
+        self._tokens: dict[str, policy.Identity] = {}
+        self._tokens_gen: int | None = None
+        self._tokens_checked = float("-inf")
 
     def close(self) -> None:
         """Release the connection pool."""
         self.engine.dispose()
 
     # -- plumbing -------------------------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql if self._sqlite else _pyformat(sql)
+
+    def _begin(self, conn: Connection) -> _Batch:
+        # Take the write lock first: what is read after it stays true until the commit.
+        if self._sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _PG_LOCK_KEY})
+        head = conn.exec_driver_sql(
+            "SELECT seq, hash, (SELECT value FROM confirm_meta WHERE key = 'whitelist_gen') AS gen "
+            "FROM confirm_audit ORDER BY seq DESC LIMIT 1"
+        ).first()
+        if head is None:
+            gen = conn.exec_driver_sql("SELECT value FROM confirm_meta WHERE key = 'whitelist_gen'").scalar()
+            return _Batch(0, GENESIS_HASH, gen)
+        return _Batch(int(head.seq), str(head.hash), head.gen)
+
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
-        with contextlib.ExitStack() as stack:
-            if self._sqlite:
-                stack.enter_context(self._local_write_lock)
-            stack.enter_context(translate_errors(self.target, "write"))
-            conn = stack.enter_context(self.engine.connect())
-            if self._sqlite:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-            else:
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
-            try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+        """A block of one shared write transaction; returns once its writes are committed."""
+        with self._group.block() as (conn, _batch), translate_errors(self.target, "write"):
+            yield conn
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -113,25 +155,49 @@ class ConfirmationStore:
         *,
         at: float | None = None,
     ) -> None:
-        last = conn.execute(
-            sa.select(t.audit.c.seq, t.audit.c.hash).order_by(t.audit.c.seq.desc()).limit(1)
-        ).first()
-        seq = (last.seq + 1) if last else 1
-        prev = last.hash if last else GENESIS_HASH
+        # The chain's head was read once when the transaction took the write lock.
+        batch = self._group.state
+        seq = batch.seq + 1
+        prev = batch.hash
         when = time.time() if at is None else at
         payload = policy.canonical_json(data or {})
-        conn.execute(
-            t.audit.insert().values(
-                seq=seq,
-                at=when,
-                event=event,
-                request_id=request_id,
-                actor=actor,
-                data=payload,
-                prev_hash=prev,
-                hash=policy.audit_hash(prev, seq, when, event, request_id, actor, payload),
-            )
+        digest = policy.audit_hash(prev, seq, when, event, request_id, actor, payload)
+        conn.exec_driver_sql(
+            self._sql(
+                "INSERT INTO confirm_audit (seq, at, event, request_id, actor, data, prev_hash, hash) "
+                "VALUES (:seq, :at, :event, :request_id, :actor, :data, :prev_hash, :hash)"
+            ),
+            {
+                "seq": seq,
+                "at": when,
+                "event": event,
+                "request_id": request_id,
+                "actor": actor,
+                "data": payload,
+                "prev_hash": prev,
+                "hash": digest,
+            },
         )
+        batch.seq, batch.hash = seq, digest
+
+    def _rate_limited(
+        self, conn: Connection, where: str, params: dict[str, Any], limit: int, window_start: float
+    ) -> int:
+        """Return the seconds until one more request fits under ``limit``, or 0 when it fits now.
+
+        Reads at most ``limit`` index entries: the ``limit``-th newest request in the window, if
+        there is one, is the one that must age out first.
+        """
+        row = conn.exec_driver_sql(
+            self._sql(
+                f"SELECT created_at FROM confirm_requests WHERE {where} AND created_at > :since "
+                "ORDER BY created_at DESC LIMIT 1 OFFSET :skip"
+            ),
+            {**params, "since": window_start, "skip": limit - 1},
+        ).first()
+        if row is None:
+            return 0
+        return max(1, int(row.created_at - window_start + 0.999))
 
     @staticmethod
     def _row_to_request(row: Any) -> Confirmation:
@@ -214,22 +280,27 @@ class ConfirmationStore:
                         )
                     return SubmitOutcome("duplicate", self._row_to_request(row))
             window_start = now - s.rate_window
-            recent = conn.execute(
-                sa.select(sa.func.count(), sa.func.min(t.requests.c.created_at)).where(
-                    t.requests.c.action == action, t.requests.c.created_at > window_start
-                )
-            ).one()
-            if recent[0] >= s.rate_limit:
-                retry_after = max(1, int(recent[1] + s.rate_window - now + 0.999))
-                return SubmitOutcome("rate_limited", None, retry_after=retry_after, limit="action")
-            mine = conn.execute(
-                sa.select(sa.func.count(), sa.func.min(t.requests.c.created_at)).where(
-                    t.requests.c.requester_token == identity.token_id, t.requests.c.created_at > window_start
-                )
-            ).one()
-            if mine[0] >= s.token_rate_limit:
-                retry_after = max(1, int(mine[1] + s.rate_window - now + 0.999))
-                return SubmitOutcome("rate_limited", None, retry_after=retry_after, limit="token")
+            # Per agent token and folded action, so one agent cannot use up another's budget and a
+            # new spelling of an action gets no new budget; and per token across all actions.
+            action_key = fold_action(action)
+            limited = self._rate_limited(
+                conn,
+                "requester_token = :token AND action_key = :key",
+                {"token": identity.token_id, "key": action_key},
+                s.rate_limit,
+                window_start,
+            )
+            if limited:
+                return SubmitOutcome("rate_limited", None, retry_after=limited, limit="action")
+            limited = self._rate_limited(
+                conn,
+                "requester_token = :token",
+                {"token": identity.token_id},
+                s.token_rate_limit,
+                window_start,
+            )
+            if limited:
+                return SubmitOutcome("rate_limited", None, retry_after=limited, limit="token")
             rule = (
                 None
                 if policy.is_high_risk(action, s.high_risk)
@@ -255,8 +326,9 @@ class ConfirmationStore:
                 "decided_by": f"whitelist:{rule.id}" if rule else None,
                 "reason": f"whitelist rule {rule.id} ({rule.action})" if rule else None,
                 "idempotency_key": idempotency_key or None,
+                "action_key": action_key,
             }
-            conn.execute(t.requests.insert().values(**values))
+            conn.exec_driver_sql(self._sql(_INSERT_REQUEST), values)
             audit_data = {
                 "action": action,
                 "digest": digest,
@@ -287,8 +359,8 @@ class ConfirmationStore:
                             created_at=now,
                         )
                     )
-            row = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).one()
-            return SubmitOutcome(status, self._row_to_request(row))  # type: ignore[arg-type]
+            record = self._row_to_request(_Values(values))
+            return SubmitOutcome(status, record)  # type: ignore[arg-type]
 
     def get(self, request_id: str) -> Confirmation:
         """Return one request. Raises NotFoundError when there is none with that id."""
@@ -335,7 +407,9 @@ class ConfirmationStore:
         if decision not in ("approved", "denied"):
             raise ConfirmError(f"Unknown decision {decision!r}.", status_code=400)
         with self._write() as conn:
-            row = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).first()
+            row = conn.exec_driver_sql(
+                self._sql("SELECT * FROM confirm_requests WHERE id = :id"), {"id": request_id}
+            ).first()
             if row is None:
                 raise NotFoundError(
                     f"No confirmation request {request_id!r}.", kind="request", name=request_id
@@ -348,14 +422,13 @@ class ConfirmationStore:
                     status_code=412,
                 )
             now = time.time()
-            result = conn.execute(
-                t.requests.update()
-                .where(
-                    t.requests.c.id == request_id,
-                    t.requests.c.status == "pending",
-                    t.requests.c.expires_at > now,
-                )
-                .values(status=decision, decided_at=now, decided_by=identity.name, reason=reason)
+            # Conditional: exactly one decision ever wins, whatever else runs on any daemon.
+            result = conn.exec_driver_sql(
+                self._sql(
+                    "UPDATE confirm_requests SET status = :status, decided_at = :now, decided_by = :by, "
+                    "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now"
+                ),
+                {"status": decision, "now": now, "by": identity.name, "reason": reason, "id": request_id},
             )
             if result.rowcount == 1:
                 data: dict[str, Any] = {"digest": row.digest}
@@ -364,8 +437,13 @@ class ConfirmationStore:
                 if claimed_name and claimed_name != identity.name:
                     data["claimed_name"] = claimed_name
                 self._audit(conn, decision, request_id, identity.name, data, at=now)
-                fresh = conn.execute(sa.select(t.requests).where(t.requests.c.id == request_id)).one()
-                return self._row_to_request(fresh)
+                return dataclasses.replace(
+                    self._row_to_request(row),
+                    status=decision,
+                    decided_at=now,
+                    decided_by=identity.name,
+                    reason=reason,
+                )
             # Past its timeout but not yet swept: a timeout denies, so expire it now (and commit
             # that before refusing, which is why the error is raised outside the transaction).
             expired_now = row.status == "pending" and self._expire_one(conn, request_id, now)
@@ -408,6 +486,17 @@ class ConfirmationStore:
                 if self._expire_one(conn, request_id, when):
                     expired.append(request_id)
         return expired
+
+    def decided_among(self, request_ids: Sequence[str]) -> list[str]:
+        """Return which of ``request_ids`` are no longer pending (one query for all of them)."""
+        with self._read() as conn:
+            return list(
+                conn.execute(
+                    sa.select(t.requests.c.id).where(
+                        t.requests.c.id.in_(list(request_ids)), t.requests.c.status != "pending"
+                    )
+                ).scalars()
+            )
 
     def next_expiry(self) -> float | None:
         """Return the earliest ``expires_at`` among pending requests, or None."""
@@ -516,21 +605,71 @@ class ConfirmationStore:
                 raise NotFoundError(f"No live token named {name!r}.", kind="token", name=name)
             self._audit(conn, "token_revoked", None, actor, {"name": name})
             r = conn.execute(sa.select(t.tokens).where(t.tokens.c.name == name)).one()
+            gen = conn.exec_driver_sql("SELECT value FROM confirm_meta WHERE key = 'token_gen'").scalar()
+        with (
+            self._tokens_lock
+        ):  # here at once (a lookup that raced this is not cached); elsewhere at the next check
+            self._adopt_token_gen(int(gen or 0))
         return TokenInfo(r.id, r.name, r.role, r.created_at, r.revoked_at)
 
+    def check_tokens(self) -> None:
+        """Read the token change counter; forget every cached token when it moved.
+
+        A serving daemon calls this every ``TOKEN_CHECK_SECONDS``; cached tokens are used only
+        while the last check started at most ``TOKEN_FRESH_SECONDS`` ago. Raises StoreError when
+        the database fails.
+        """
+        started = time.monotonic()
+        with self._read() as conn:
+            gen = conn.exec_driver_sql("SELECT value FROM confirm_meta WHERE key = 'token_gen'").scalar()
+        with self._tokens_lock:
+            self._adopt_token_gen(int(gen or 0))
+            self._tokens_checked = max(self._tokens_checked, started)
+
+    def _adopt_token_gen(self, gen: int) -> bool:
+        # Called holding _tokens_lock. The counter only grows: a newer value empties the cache,
+        # an older one (a read that raced a change) is ignored. True when ``gen`` is current.
+        if self._tokens_gen is None or gen > self._tokens_gen:
+            self._tokens.clear()
+            self._tokens_gen = gen
+        return gen == self._tokens_gen
+
+    def cached_identity(self, raw: str | None) -> policy.Identity | None:
+        """Return the identity of a live token seen since the last check, without a query; else None.
+
+        None only means "not known here": call ``authenticate`` to decide.
+        """
+        if not raw or len(raw) > 200 or time.monotonic() - self._tokens_checked > TOKEN_FRESH_SECONDS:
+            return None
+        return self._tokens.get(policy.hash_token(raw))
+
     def authenticate(self, raw: str | None) -> policy.Identity | None:
-        """Return the identity behind a raw bearer token, or None when it is unknown or revoked."""
+        """Return the identity behind a raw bearer token, or None when it is unknown or revoked.
+
+        Always asks the database; a live token is then remembered for ``cached_identity``.
+        """
         if not raw or not raw.startswith(policy.TOKEN_PREFIX) or len(raw) > 200:
             return None
         presented = policy.hash_token(raw)
         with self._read() as conn:
-            row = conn.execute(
-                sa.select(t.tokens).where(t.tokens.c.token_hash == presented, t.tokens.c.revoked_at.is_(None))
+            # The token and the change counter from one snapshot: the identity is cached under
+            # the counter value it was read with.
+            row = conn.exec_driver_sql(
+                self._sql(
+                    "SELECT m.value AS gen, t.id, t.name, t.role, t.token_hash FROM confirm_meta m "
+                    "LEFT JOIN confirm_tokens t ON t.token_hash = :hash AND t.revoked_at IS NULL "
+                    "WHERE m.key = 'token_gen'"
+                ),
+                {"hash": presented},
             ).first()
         # The lookup is by a hash of a 256-bit secret; compare again in constant time anyway.
-        if row is None or not hmac.compare_digest(row.token_hash, presented):
+        if row is None or row.id is None or not hmac.compare_digest(row.token_hash, presented):
             return None
-        return policy.Identity(row.id, row.name, row.role)
+        identity = policy.Identity(row.id, row.name, row.role)
+        with self._tokens_lock:
+            if self._adopt_token_gen(int(row.gen or 0)):
+                self._tokens[presented] = identity
+        return identity
 
     def identity_by_id(self, token_id: str) -> policy.Identity | None:
         """Return the identity of a live (not revoked) token by its id, or None."""
@@ -542,10 +681,32 @@ class ConfirmationStore:
 
     # -- whitelist ------------------------------------------------------------------------
     def _matching_rule(self, conn: Connection, action: str, session_key: str | None) -> WhitelistRule | None:
-        for r in conn.execute(sa.select(t.whitelist).order_by(t.whitelist.c.id)).all():
-            if policy.rule_matches(r.action, r.session_key, action, session_key):
-                return WhitelistRule(r.id, r.action, r.session_key, r.created_by, r.created_at)
+        # The rules are read once per change anywhere (whitelist_gen, bumped by a trigger), not
+        # once per submit; the counter was read under the write lock, so it is current.
+        batch = self._group.state
+        rules = batch.rules
+        if rules is None:
+            cached = self._rules
+            if batch.whitelist_gen is not None and cached is not None and cached[0] == batch.whitelist_gen:
+                rules = cached[1]
+            else:
+                rows = conn.execute(sa.select(t.whitelist).order_by(t.whitelist.c.id)).all()
+                rules = [
+                    WhitelistRule(r.id, r.action, r.session_key, r.created_by, r.created_at) for r in rows
+                ]
+                if batch.whitelist_gen is not None:
+                    self._rules = (batch.whitelist_gen, rules)
+            batch.rules = rules
+        for rule in rules:
+            if policy.rule_matches(rule.action, rule.session_key, action, session_key):
+                return rule
         return None
+
+    def _rules_changed(self) -> None:
+        # This transaction changed the rules: its later blocks read them afresh, uncached.
+        batch = self._group.state
+        batch.whitelist_gen = None
+        batch.rules = None
 
     def add_rule(self, action: str, session_key: str | None = None, *, actor: str = "cli") -> WhitelistRule:
         """Add a whitelist rule (global when ``session_key`` is None); return it.
@@ -565,6 +726,7 @@ class ConfirmationStore:
                 )
             )
             rule_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+            self._rules_changed()
             self._audit(
                 conn,
                 "whitelist_added",
@@ -584,6 +746,7 @@ class ConfirmationStore:
         """Remove a whitelist rule. Raises NotFoundError when there is none with that id."""
         with self._write() as conn:
             result = conn.execute(t.whitelist.delete().where(t.whitelist.c.id == rule_id))
+            self._rules_changed()
             if result.rowcount != 1:
                 raise NotFoundError(f"No whitelist rule {rule_id}.", kind="whitelist rule", name=str(rule_id))
             self._audit(conn, "whitelist_removed", None, actor, {"rule": rule_id})
@@ -674,6 +837,22 @@ class ConfirmationStore:
         """
         with self._read() as conn:
             return audit.verify(conn, expect_head)
+
+
+_INSERT_REQUEST = (
+    "INSERT INTO confirm_requests (id, action, description, details, digest, requester, requester_label, "
+    "requester_token, session_key, status, timeout_seconds, created_at, expires_at, decided_at, decided_by, "
+    "reason, idempotency_key, action_key) VALUES (:id, :action, :description, :details, :digest, :requester, "
+    ":requester_label, :requester_token, :session_key, :status, :timeout_seconds, :created_at, :expires_at, "
+    ":decided_at, :decided_by, :reason, :idempotency_key, :action_key)"
+)
+
+
+class _Values:
+    """A dict read like a row (``values.id``), to build a record from what was just written."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
 
 
 def _restrict_sqlite_file(path: str | None) -> None:

@@ -30,10 +30,19 @@ requests = sa.Table(
     sa.Column("idempotency_key", sa.String(200)),
     # What the submitter called itself (the body's ``requester``); ``requester`` is the token's name.
     sa.Column("requester_label", sa.String(200)),
+    # The folded action name (``folding.fold_action``): the rate limit's key, per agent token.
+    sa.Column("action_key", sa.String(200)),
     sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
 sa.Index("ix_confirm_requests_action_created", requests.c.action, requests.c.created_at)
+sa.Index(
+    "ix_confirm_requests_token_key_created",
+    requests.c.requester_token,
+    requests.c.action_key,
+    requests.c.created_at,
+)
+sa.Index("ix_confirm_requests_token_created", requests.c.requester_token, requests.c.created_at)
 
 tokens = sa.Table(
     "confirm_tokens",
@@ -137,4 +146,56 @@ def m004_audit_no_truncate(conn: Connection) -> None:
         )
 
 
-MIGRATIONS = (m001_initial, m002_append_only_audit, m003_requester_label, m004_audit_no_truncate)
+# Rows in confirm_meta that count changes, so every daemon can tell cheaply when its caches of
+# tokens and whitelist rules are stale: triggers bump them on any change, whoever makes it.
+GENERATIONS = {"token_gen": "confirm_tokens", "whitelist_gen": "confirm_whitelist"}
+
+
+def m005_fast_paths(conn: Connection) -> None:
+    """Rate limits per agent token and folded action; change counters for the token and rule caches."""
+    from kindling.confirm.folding import fold_action  # a leaf module; imported here to keep tables pure
+
+    if "action_key" not in {c["name"] for c in sa.inspect(conn).get_columns("confirm_requests")}:
+        conn.exec_driver_sql("ALTER TABLE confirm_requests ADD COLUMN action_key VARCHAR(200)")
+    for row in conn.execute(
+        sa.select(requests.c.id, requests.c.action).where(requests.c.action_key.is_(None))
+    ):
+        conn.execute(
+            requests.update().where(requests.c.id == row.id).values(action_key=fold_action(row.action))
+        )
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_confirm_requests_token_key_created "
+        "ON confirm_requests (requester_token, action_key, created_at)"
+    )
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_confirm_requests_token_created ON confirm_requests (requester_token, created_at)"
+    )
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION confirm_bump_generation() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN UPDATE confirm_meta SET value = (value::bigint + 1)::text WHERE key = TG_ARGV[0]; "
+            "RETURN NULL; END $$"
+        )
+    for key, table in GENERATIONS.items():
+        conn.execute(meta.insert().values(key=key, value="0"))
+        if postgres:
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER {table}_gen AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION confirm_bump_generation('{key}')"
+            )
+            continue
+        for verb in ("INSERT", "UPDATE", "DELETE"):
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER {table}_gen_{verb.lower()} AFTER {verb} ON {table} BEGIN "
+                f"UPDATE confirm_meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = '{key}'; END"
+            )
+
+
+MIGRATIONS = (
+    m001_initial,
+    m002_append_only_audit,
+    m003_requester_label,
+    m004_audit_no_truncate,
+    m005_fast_paths,
+)

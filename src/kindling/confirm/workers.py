@@ -27,7 +27,7 @@ async def _every(
     work: Callable[[], Any],
     then: Callable[[Any], None] | None = None,
 ) -> None:
-    failing = False
+    failing = ""  # the last failure's message: the same failure again is not logged again
     while not stop.is_set():
         try:
             result = await asyncio.to_thread(work)
@@ -35,13 +35,15 @@ async def _every(
                 then(result)
             if failing:
                 log.warning("the %s works again", name)
-            failing = False
+            failing = ""
         except KindlingError as exc:  # a sentence already (a dropped database, say): no traceback
-            log.error("the %s failed; it will try again in %gs: %s", name, interval, exc)
-            failing = True
-        except Exception:
-            log.exception("the %s failed; it will try again in %gs", name, interval)
-            failing = True
+            if str(exc) != failing:
+                log.error("the %s failed; it will try again every %gs: %s", name, interval, exc)
+            failing = str(exc)
+        except Exception as exc:
+            if repr(exc) != failing:
+                log.exception("the %s failed; it will try again every %gs", name, interval)
+            failing = repr(exc)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
 
@@ -51,16 +53,16 @@ async def run_sweeper(
     interval: float,
     stop: asyncio.Event,
     *,
-    on_expired: Callable[[], None] | None = None,
+    on_expired: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Expire overdue pending requests every ``interval`` seconds until ``stop`` is set.
 
-    ``on_expired`` runs on the event loop after a sweep that expired something (to wake waiters).
+    ``on_expired`` runs on the event loop with the ids a sweep expired (to wake their waiters).
     """
 
     def after(expired: list[str]) -> None:
         if expired and on_expired is not None:
-            on_expired()
+            on_expired(expired)
 
     await _every(interval, stop, "expiry sweeper", store.expire_due, after)
 
@@ -75,3 +77,36 @@ async def run_outbox(store: ConfirmationStore, interval: float, stop: asyncio.Ev
         await _every(interval, stop, "notification outbox worker", deliveries.dispatch)
     finally:
         await asyncio.to_thread(deliveries.close)
+
+
+async def run_decision_watch(
+    store: ConfirmationStore,
+    waiting: Callable[[], list[str]],
+    wake: Callable[[list[str]], None],
+    interval: float,
+    stop: asyncio.Event,
+) -> None:
+    """Every ``interval`` seconds, find which awaited requests were decided (by another daemon on
+    the same database) with one query for all of them, and wake only their waiters.
+
+    ``waiting`` and ``wake`` run on the event loop; the query on a worker thread.
+    """
+    failing = False
+    while not stop.is_set():
+        ids = waiting()
+        if ids:
+            try:
+                wake(await asyncio.to_thread(store.decided_among, ids))
+                failing = False
+            except KindlingError as exc:
+                if not failing:
+                    log.error("the decision watch failed; it will try again in %gs: %s", interval, exc)
+                failing = True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+async def run_token_checks(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
+    """Check the token change counter every ``interval`` seconds, so cached tokens stay usable and
+    a token revoked on any daemon is forgotten here within ``interval``."""
+    await _every(interval, stop, "token check", store.check_tokens)

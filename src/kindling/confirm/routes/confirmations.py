@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -97,7 +95,7 @@ async def submit(
     if outcome.kind == "rate_limited":
         error = (
             f"Rate limit: at most {settings.rate_limit} requests for {body.action!r} "
-            f"every {settings.rate_window}s."
+            f"from {identity.name!r} every {settings.rate_window}s."
             if outcome.limit == "action"
             else f"Rate limit: at most {settings.token_rate_limit} requests from {identity.name!r} "
             f"every {settings.rate_window}s."
@@ -144,29 +142,70 @@ class WaitSlots:
 
 
 class DecisionSignal:
-    """Wakes this daemon's long polls the moment a request here is decided or expires.
+    """The long polls waiting for a decision, by request id: a decision wakes its own request's.
 
-    Decisions made by another daemon on a shared database are still found by polling the database
-    every ``poll_interval``; this only spares the local case the wait and the queries.
-    Used only from the event loop's thread.
+    ``fire(record)`` hands the decided request to its waiters, which answer with it and read
+    nothing; ``fire_ids`` wakes the waiters of requests decided elsewhere (expired by the sweeper,
+    decided by another daemon: ``run_decision_watch`` finds those with one query for all waiters),
+    which read their request once. ``close`` (on shutdown) ends every wait at once. Used from the
+    event loop's thread, except ``close``.
     """
 
     def __init__(self) -> None:
-        self._event: asyncio.Event | None = None
+        self._waiting: dict[str, set[asyncio.Future[Confirmation | None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
 
-    def fire(self) -> None:
-        """Wake every long poll waiting now."""
-        if self._event is not None:
-            self._event.set()
-            self._event = None
+    def ids(self) -> list[str]:
+        """Return the ids of the requests someone waits for now."""
+        return list(self._waiting)
 
-    async def wait(self, timeout: float) -> None:
-        """Return after the next ``fire`` or after ``timeout`` seconds, whichever comes first."""
-        if self._event is None:
-            self._event = asyncio.Event()
-        event = self._event
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+    def fire(self, record: Confirmation) -> None:
+        """Wake the waiters of ``record``'s request with it (just decided or expired here)."""
+        for future in self._waiting.pop(record.id, ()):
+            if not future.done():
+                future.set_result(record)
+
+    def fire_ids(self, request_ids: list[str]) -> None:
+        """Wake the waiters of these requests; they read their request again."""
+        for request_id in request_ids:
+            for future in self._waiting.pop(request_id, ()):
+                if not future.done():
+                    future.set_result(None)
+
+    def close(self) -> None:
+        """End every wait now and every later one at once (shutdown). Safe from any thread."""
+        self.closed = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(lambda: self.fire_ids(self.ids()))
+
+    async def wait(self, request_id: str, timeout: float, request: Request) -> Confirmation | None:
+        """Wait for ``request_id``'s decision, ``timeout`` seconds or the client going away.
+
+        Returns the decided request when this daemon decided it, else None (read it again).
+        """
+        if self.closed:
+            return None
+        self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[Confirmation | None] = self._loop.create_future()
+        self._waiting.setdefault(request_id, set()).add(future)
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait((future, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            waiting = self._waiting.get(request_id)
+            if waiting is not None:
+                waiting.discard(future)
+                if not waiting:
+                    del self._waiting[request_id]
+        return future.result() if future.done() and not future.cancelled() else None
+
+
+async def _disconnected(request: Request) -> None:
+    # The request has no body left to read: the next message is the client hanging up.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _visible(record: Confirmation, identity: Identity) -> bool:
@@ -211,8 +250,12 @@ async def get_request(
 
     A wait past the daemon's long-poll limits (per token, in all) is refused with 429.
     """
-    if wait <= 0:
-        return json_view(await _read_until_decided(request, request_id, identity, store, settings, 0.0))
+    record = await run_in_threadpool(store.get, request_id)
+    if not _visible(record, identity):
+        # Another agent's request: answer as if it did not exist, so ids leak nothing.
+        raise NotFoundError(f"No confirmation request {request_id!r}.", kind="request", name=request_id)
+    if wait <= 0 or record.status != "pending":
+        return json_view(request_view(record, settings))
     slots: WaitSlots = request.app.state.wait_slots
     if not slots.acquire(identity.token_id):
         raise ConfirmError(
@@ -221,30 +264,15 @@ async def get_request(
             status_code=429,
         )
     try:
-        return json_view(await _read_until_decided(request, request_id, identity, store, settings, wait))
+        signal: DecisionSignal = request.app.state.decision_signal
+        # One wait, no polling: woken by this request's decision only (here or on another daemon,
+        # see run_decision_watch), by the wait ending, by the client leaving, or by shutdown.
+        decided = await signal.wait(request_id, min(wait, float(settings.max_wait)), request)
     finally:
         slots.release(identity.token_id)
-
-
-async def _read_until_decided(
-    request: Request,
-    request_id: str,
-    identity: Identity,
-    store: ConfirmationStore,
-    settings: ConfirmSettings,
-    wait: float,
-) -> dict[str, Any]:
-    signal: DecisionSignal = request.app.state.decision_signal
-    deadline = time.monotonic() + min(wait, float(settings.max_wait))
-    while True:
-        record = await run_in_threadpool(store.get, request_id)
-        if not _visible(record, identity):
-            # Another agent's request: answer as if it did not exist, so ids leak nothing.
-            raise NotFoundError(f"No confirmation request {request_id!r}.", kind="request", name=request_id)
-        remaining = deadline - time.monotonic()
-        if record.status != "pending" or remaining <= 0:
-            return request_view(record, settings)
-        await signal.wait(min(settings.poll_interval, remaining))
+    if decided is None:
+        decided = await run_in_threadpool(store.get, request_id)
+    return json_view(request_view(decided, settings))
 
 
 async def _decide(
@@ -268,7 +296,7 @@ async def _decide(
             claimed_name=claimed,
         )
     )
-    request.app.state.decision_signal.fire()
+    request.app.state.decision_signal.fire(record)
     # The decision is saved: whatever happens in showing it, the answer is not a 500.
     try:
         return json_view(request_view(record, settings))

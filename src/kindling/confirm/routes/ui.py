@@ -188,5 +188,5 @@ async def decide(
         from kindling.confirm.handlers import status_for
 
         return _render(request, "error.html", {"error": str(exc)}, status_code=status_for(exc))
-    request.app.state.decision_signal.fire()
+    request.app.state.decision_signal.fire(record)
     return RedirectResponse(f"/ui?decided={record.id}", status_code=303)

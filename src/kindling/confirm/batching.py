@@ -1,0 +1,200 @@
+"""Group commit: write blocks from many threads share one transaction and one commit (one fsync).
+
+Every state change of the confirmation store runs as a *block* inside the write transaction. A
+block runs on its caller's thread under a savepoint, so one that fails is undone alone; the first
+block to finish then commits for every block that ran meanwhile (a group commit), and no block
+returns before the commit that holds its writes, so nothing acknowledged is ever lost. While one
+commit waits for the disk, the blocks that arrive queue up and share the next one: under load one
+fsync serves many requests instead of one.
+
+The transaction holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, an advisory lock
+on PostgreSQL) from its first block to its commit, so the state read when it opens (the audit
+chain's head, say) stays true for every block in it, across daemons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from sqlalchemy.engine import Connection, Engine
+
+from kindling.db import translate_errors
+from kindling.errors import StoreError
+
+State = TypeVar("State")
+
+# A batch waits this long at most for blocks already running to join it before committing.
+_GATHER_SECONDS = 0.002
+_MAX_BLOCKS = 256
+
+
+class GroupCommit(Generic[State]):
+    """Runs write blocks in shared transactions; see the module docstring.
+
+    ``begin(conn)`` starts a transaction on a fresh connection, takes the write lock and returns
+    the state blocks share (it is copied before each block and restored if the block fails);
+    ``copy`` copies that state.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        target: str,
+        begin: Callable[[Connection], State],
+        copy: Callable[[State], State],
+    ) -> None:
+        self._engine = engine
+        self._target = target
+        self._begin = begin
+        self._copy = copy
+        self._conn_lock = threading.Lock()  # whoever holds it uses the connection
+        self._cond = threading.Condition()  # guards the counters below
+        self._conn: Connection | None = None
+        self._state: State | None = None
+        self._opened = 0  # the number of the batch whose transaction is open
+        self._blocks = 0  # blocks run in the open batch
+        self._done = 0  # the highest batch number finished (committed or failed)
+        self._errors: dict[int, StoreError] = {}
+        self._entering = 0  # blocks waiting for the connection or running on it
+        self._leading = False
+
+    @property
+    def state(self) -> State:
+        """The open transaction's shared state; only valid inside a block."""
+        assert self._state is not None, "GroupCommit.state outside a block"
+        return self._state
+
+    @contextlib.contextmanager
+    def block(self) -> Iterator[tuple[Connection, State]]:
+        """Run the body in the shared transaction; return only once its writes are committed.
+
+        An exception from the body undoes the body's writes alone and propagates; a failed
+        commit raises StoreError in every block of the batch.
+        """
+        with self._cond:
+            self._entering += 1
+        number = 0
+        ok = False
+        try:
+            with self._conn_lock:
+                if self._conn is None:
+                    self._open()
+                conn, state = self._conn, self._state
+                assert conn is not None and state is not None
+                number = self._opened
+                self._blocks += 1
+                saved = self._copy(state)
+                with translate_errors(self._target, "write"):
+                    conn.exec_driver_sql("SAVEPOINT kindling_block")
+                try:
+                    yield conn, state
+                except BaseException:
+                    self._undo(conn, number, saved)
+                    raise
+                with translate_errors(self._target, "write"):
+                    conn.exec_driver_sql("RELEASE SAVEPOINT kindling_block")
+                ok = True
+        finally:
+            with self._cond:
+                self._entering -= 1
+                self._cond.notify_all()
+            if number and ok:
+                self._wait_for_commit(number)
+            elif number:
+                # Undone, but the transaction it opened or joined must still end (and its
+                # write lock go) even when no other block is there to commit it.
+                with contextlib.suppress(StoreError):
+                    self._wait_for_commit(number)
+
+    def _open(self) -> None:
+        conn = None
+        try:
+            with translate_errors(self._target, "write"):
+                conn = self._engine.connect()
+                self._state = self._begin(conn)
+        except BaseException:
+            if conn is not None:
+                _close_quietly(conn)
+            raise
+        self._conn = conn
+        self._opened += 1
+        self._blocks = 0
+
+    def _undo(self, conn: Connection, number: int, saved: State) -> None:
+        try:
+            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kindling_block")
+            conn.exec_driver_sql("RELEASE SAVEPOINT kindling_block")
+            self._state = saved
+        except Exception as exc:  # the connection is gone: the whole batch fails
+            self._abandon(number, StoreError(f"Cannot write database: {exc}", path=self._target))
+
+    def _abandon(self, number: int, error: StoreError) -> None:
+        # Called holding the connection lock.
+        if self._conn is not None:
+            _close_quietly(self._conn)
+        self._conn = None
+        self._state = None
+        with self._cond:
+            self._finish(number, error)
+
+    def _finish(self, number: int, error: StoreError | None) -> None:
+        # Called holding the condition.
+        self._done = max(self._done, number)
+        if error is not None:
+            self._errors[number] = error
+        for old in [n for n in self._errors if n < number - 1000]:
+            del self._errors[old]
+        self._cond.notify_all()
+
+    def _wait_for_commit(self, number: int) -> None:
+        while True:
+            with self._cond:
+                if self._done >= number:
+                    error = self._errors.get(number)
+                    if error is not None:
+                        raise error
+                    return
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                # Let the blocks already on their way join this commit.
+                until = time.monotonic() + _GATHER_SECONDS
+                while self._entering and self._blocks < _MAX_BLOCKS:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            try:
+                self._commit()
+            finally:
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
+
+    def _commit(self) -> None:
+        with self._conn_lock:
+            conn, number = self._conn, self._opened
+            if conn is None:  # already abandoned
+                return
+            error: StoreError | None = None
+            try:
+                with translate_errors(self._target, "write"):
+                    conn.commit()
+            except StoreError as exc:
+                error = exc
+            finally:
+                _close_quietly(conn)
+                self._conn = None
+                self._state = None
+            with self._cond:
+                self._finish(number, error)
+
+
+def _close_quietly(conn: Connection) -> None:
+    with contextlib.suppress(Exception):
+        conn.close()
