@@ -121,6 +121,12 @@ def test_find_user_id_by_name_zip() -> None:
         ("my reservation code is ZFA04Y", "reservation_id"),
         ("My name is Ada Lovelace", "name"),
         ("Customer Isabella Johansson needs to return a hose", "name"),
+        ("- First name: Chen\n- Last name: Smith", "name"),
+        ("authenticated via name+zip: Chen Smith, ZIP 32255", "name"),
+        ("look me up by my full name, Lei Wilson, and my zip code, 32255", "zip"),
+        ("the ZIP should be 90210.", "zip"),
+        ("you can look me up by my full name, Lei Wilson, and", "name"),
+        ("(Visa, last four 9488)", "card_number"),
     ],
 )
 def test_each_category_is_caught_in_free_text(text: str, kind: str) -> None:
@@ -160,6 +166,9 @@ def test_identifier_like_keys_are_replaced_whatever_their_value(key: str, value:
         "SELECT * FROM orders WHERE created_at > '2024-01-01' LIMIT 100;",
         "ts=1700000000000 version 1.2.3 port 8080 pid 12345",
         "The Customer class has a name field.",
+        "for a, b in zip(range(10000), items):\n    total += a",
+        "name: Build Docs\non: push\njobs:\n  build:\n    runs-on: ubuntu-22.04",
+        "---\nname: Deploy Site\ndescription: Ship the static site.\n---",
     ],
 )
 def test_paths_commands_and_code_are_left_alone(text: str) -> None:
@@ -360,9 +369,10 @@ def _identifiers(session: Session) -> set[str]:
 def test_no_kept_example_from_the_development_data_carries_a_customer_identifier() -> None:
     from kindling.sessions import iter_sessions
 
-    # The result files one level down (the per-task folder is a reader matter of its own).
-    sessions = [s for path in sorted(DATA.glob("*/*.json")) for s in iter_sessions(path)]
-    assert len(sessions) >= 300, "the development data should read at least the tau-bench v1 and tau2 files"
+    # Every folder that holds result files (the codesque16 runs are one folder deeper).
+    folders = sorted({path.parent for path in DATA.rglob("*.json")})
+    sessions = [s for folder in folders for s in iter_sessions(folder)]
+    assert len(sessions) >= 500, "the development data holds 556 runs"
     owners: dict[str, set[str]] = {}
     for session in sessions:
         for value in _identifiers(session):

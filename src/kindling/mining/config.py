@@ -237,6 +237,7 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
         r"(?<![\w.-])[2-6]\d{3}(?:[ -]?\d{4}){2}[ -]?\d{1,7}(?![\w.-]\d|\w)",
         # the last four digits: "Visa ending in 3194", "card ending 1531"
         r"(?i:\bending(?:\s+in)?\s+)(?P<value>\d{4})\b",
+        r"(?i:\blast\s+(?:four|4)(?:\s+digits)?\s*(?:is|are|:)?\s*)(?P<value>\d{4})\b",
     ),
     "user_id": (
         # first_last_1234, the shape of user ids in customer-service data, in text or a result
@@ -264,7 +265,8 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
     "zip": (
         # after a state code or a city: "Seattle, WA 98101", "New York, 10001"
         r"(?:\b[A-Z]{2},?|\b[A-Z][a-z]+,)\s+(?P<value>\d{5}(?:-\d{4})?)\b",
-        r"(?i:\b(?:zip|postal|post)\s*(?:code)?\s*(?:is|:|=)?\s*)(?P<value>\d{5}(?:-\d{4})?)\b",
+        # "zip code is 12345", "the ZIP should be 90210", "my zip code, 98187"
+        r"(?i:\b(?:zip|postal|post)(?:\s*code)?\b[^\d.?!\n<(\[{]{0,25}?)(?<![\d-])(?P<value>\d{5}(?:-\d{4})?)\b",
     ),
     "date_of_birth": (
         r"(?i:\b(?:born(?:\s+on)?|date\s+of\s+birth|dob|birth\s*date|birthday)\b\W{0,3}(?:is\s+|was\s+)?)"
@@ -273,10 +275,15 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
     ),
     "name": (
         # "my name is X Y", "the name on the order is just X Y", "Name: X"
-        r"\b[Nn]ame\b(?:[^.?!:\n]{0,30}?\b(?:is|was)\b|:)\s+(?:(?:just|definitely|actually|simply|still)\s+)?"
+        r"\b[Nn]ame\b[^.?!:\n]{0,30}?\b(?:is|was)\s+(?:(?:just|definitely|actually|simply|still)\s+)?"
         rf"(?P<value>{_NAME}(?:[ -]{_NAME}){{0,2}})",
+        # "Name: X Y", "First name: X", "my full name, Lei Wilson, and ...", "name+zip: X Y"
+        # (not a lower-case "name:" key of YAML or code)
+        r"(?:\bName:|\b(?:[Mm]y|[Ff]ull|[Ff]irst|[Ll]ast|[Cc]ustomer|[Uu]ser)\s+name\b[^.?!\n]{0,40}?[,:]"
+        r"|\b[Nn]ame\b[^.?!:\n]{1,40}?:)\s+"
+        rf"(?P<value>{_NAME}(?: {_NAME}){{0,2}})\b",
         rf"(?:\bI am|\bI'm|\bI’m|\b[Tt]his is|\b[Ii]t's|\b[Ii]t’s)\s+(?P<value>{_NAME} {_NAME})\b",
-        r"\b(?:[Cc]ustomer|[Uu]ser|[Cc]lient|[Pp]assenger|[Mm]r\.?|[Mm]rs\.?|[Mm]s\.?|[Dd]r\.)\s+"
+        r"\b(?:[Cc]ustomer|[Uu]ser|[Cc]lient|[Pp]assenger|[Mm]r\.?|[Mm]rs\.?|[Mm]s\.?|[Dd]r\.),?\s+"
         rf"(?P<value>{_NAME} {_NAME})\b",
         # "X Y (user_id: ...)", "<user_id_1> (X Y, ZIP ...)"
         rf"(?P<value>{_NAME} {_NAME})(?=\s*\((?:user|customer)[ _]?id\b)",
