@@ -51,7 +51,7 @@ def select_seconds(path: Path) -> tuple[float, int]:
         count = 0
         for _row in conn.execute(
             "SELECT session_id, id, role, content, tool_call_id, tool_calls, tool_name, timestamp "
-            "FROM messages WHERE active = 1 ORDER BY session_id, id"
+            "FROM messages WHERE active = 1 OR compacted = 1 ORDER BY session_id, id"
         ):
             count += 1
         return time.perf_counter() - start, count

@@ -37,7 +37,8 @@ def _agent_calls_in_db(path: Path) -> tuple[int, int]:
         sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
         calls = 0
         for (raw,) in conn.execute(
-            "SELECT tool_calls FROM messages WHERE role = 'assistant' AND active = 1 AND tool_calls IS NOT NULL"
+            "SELECT tool_calls FROM messages WHERE role = 'assistant' AND (active = 1 OR compacted = 1) "
+            "AND tool_calls IS NOT NULL"
         ):
             calls += len(orjson.loads(raw))
     return sessions, calls

@@ -4,6 +4,7 @@ The rules are data (``kindling.mining.config.OutcomeRule``); this module only ap
 it runs once per tool result on the mining hot path. The order of checks:
 
 1. an explicit error flag from the source (tau2-bench) decides alone;
+   (a result Hermes wrapped in ``<untrusted_tool_result …>`` is judged by its inner text)
 2. an empty result is ``unknown`` (``empty_result``), never a failure;
 3. a result that is a JSON object is judged only by the ``json`` rules: a JSON value that merely
    contains the word "error" somewhere is not a failure;
@@ -23,6 +24,7 @@ import orjson
 
 from kindling.mining.config import MiningConfig, OutcomeRule, load_mining_config
 from kindling.mining.model import Outcome, OutcomeStatus
+from kindling.sessions.convert import UNTRUSTED_OPEN, unwrap_untrusted
 
 _META = frozenset(".^$*+?{}[]|()")
 
@@ -162,6 +164,12 @@ class OutcomeClassifier:
         if rules is None:
             rules = self._rules_for(tool_name)
         head = content[0]
+        if head == "<" and content.startswith(UNTRUSTED_OPEN):
+            # Hermes's wrapper around web/browser/MCP output says nothing about the outcome.
+            content = unwrap_untrusted(content)
+            if not content:
+                return self._empty
+            head = content[0]
         if head.isspace():
             if content.isspace():
                 return self._empty

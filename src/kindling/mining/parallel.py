@@ -159,14 +159,18 @@ def mine_sources(
     resolved = [resolve_source(source) for source in sources]
     formats = [format or detect_format(source) for source in resolved]
 
+    from kindling.sessions.hermes import WalFiles, is_postgres_url
+
     shards: list[Shard] = []
     count = 1
+    wal_guards: list[WalFiles] = []
     if (
         workers != 1
         and filters.get("max_sessions") is None
         and resolved
         and all(f == HERMES for f in formats)
     ):
+        wal_guards = [WalFiles(Path(source)) for source in resolved if not is_postgres_url(source)]
         shards, count = _plan(resolved, workers)
     if len(shards) < 2:
         # One process, exactly as mine(iter_sessions(...)) always did.
@@ -183,7 +187,13 @@ def mine_sources(
         if value is not None and not isinstance(value, str):
             partial_filters[key] = tuple(value)  # generators and views do not cross processes
     partial_filters["keep_examples"] = max_examples > 0
-    parts = _run(shards, count, partial_filters, config, on_progress, start_method)
+    try:
+        parts = _run(shards, count, partial_filters, config, on_progress, start_method)
+    finally:
+        # Workers read side by side: the last one to finish cannot tell whether the -wal/-shm files
+        # were there before the first one began. This process can.
+        for guard in wal_guards:
+            guard.release()
     for _partial, shard_report in parts:
         report.merge(shard_report)
     merged = merge_partials(partial for partial, _report in parts)

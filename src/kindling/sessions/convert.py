@@ -7,6 +7,7 @@ counted in the ``ReadReport`` under a stable reason and dropped or kept as raw t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ import orjson
 
 from kindling.sessions.files import epoch
 from kindling.sessions.model import ROLES, Message, ReadReport, Role, ToolCall, new_tool_call
+from kindling.sessions.skips import COMPACTION_COPY
 
 # Hermes stores list-shaped (multimodal) content as a string with one of these prefixes followed by
 # JSON. "\x00json:" is the original marker; "\x01json:" replaced it where NUL bytes upset FTS5.
@@ -28,6 +30,24 @@ ROLE_ALIASES: dict[str, Role] = {
 }
 
 _EMPTY: dict[str, Any] = {}
+
+# Hermes wraps the results of tools that fetch outside content (web_*, browser_*, mcp_*) before
+# storing them: an opening tag naming the tool, one sentence telling the model the block is data,
+# a blank line, the tool's own output, and the closing tag. Inside, Hermes defangs any literal
+# delimiter (underscores become hyphens), so the first closing tag after an opening one ends it.
+UNTRUSTED_OPEN = "<untrusted_tool_result"
+_UNTRUSTED_BLOCK = re.compile(
+    r"<untrusted_tool_result(?: [^>\n]*)?>\n"
+    r"(?:The following content was retrieved from an external source\.[^\n]*\n\n)?"
+    r"(.*?)\n?</untrusted_tool_result>",
+    re.DOTALL,
+)
+
+# How a Hermes context-compaction summary starts (the current prefix and the older ones Hermes still
+# recognises), and the markers it puts around a summary merged into a real message.
+COMPACTION_PREFIXES: tuple[str, ...] = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
+_MERGED_PRIOR_HEADER = "[PRIOR CONTEXT — for reference only; not a new message]"
+_MERGED_SUMMARY_DELIMITER = "[END OF PRIOR CONTEXT — COMPACTION SUMMARY BELOW]"
 
 
 def dumps(value: Any) -> str:
@@ -84,6 +104,62 @@ def decode_sentinel(value: str) -> str:
         if isinstance(inner, str):
             return inner
     return dumps(parsed)
+
+
+def unwrap_untrusted(text: str) -> str:
+    """Return ``text`` with every Hermes ``<untrusted_tool_result …>`` block replaced by its inner text.
+
+    Text without the wrapper comes back unchanged (the same object).
+    """
+    if UNTRUSTED_OPEN not in text:
+        return text
+    return _UNTRUSTED_BLOCK.sub(_inner, text)
+
+
+def _inner(match: re.Match[str]) -> str:
+    return match.group(1)
+
+
+def compaction_remainder(text: str) -> str | None:
+    """Return what a Hermes compaction summary leaves of a message, or None when it holds none.
+
+    None: ``text`` is no summary. ``""``: the message is only a summary (Hermes's note about
+    earlier turns, never anyone's request). Otherwise the real message Hermes merged the summary
+    into (its prior content, before the summary), with the summary removed.
+    """
+    head = text.lstrip()
+    if head.startswith(_MERGED_PRIOR_HEADER):
+        before, found, _summary = head.partition(_MERGED_SUMMARY_DELIMITER)
+        if not found:
+            return None
+        return before[len(_MERGED_PRIOR_HEADER) :].strip()
+    if head.startswith(COMPACTION_PREFIXES):
+        return ""
+    return None
+
+
+def drop_repeated_calls(
+    calls: tuple[ToolCall, ...], earlier: dict[str, ToolCall], copies: set[str], report: ReadReport
+) -> tuple[ToolCall, ...]:
+    """Return ``calls`` without the copies of calls in ``earlier`` (same id, tool and arguments).
+
+    Each copy dropped is counted as ``compaction_copy`` and its id added to ``copies``, so the
+    result answering it can be dropped too.
+    """
+    kept: list[ToolCall] = []
+    for call in calls:
+        seen = earlier.get(call.id)
+        if (
+            seen is not None
+            and seen.name == call.name
+            and seen.arguments == call.arguments
+            and seen.raw_arguments == call.raw_arguments
+        ):
+            copies.add(call.id)
+            report.skip(COMPACTION_COPY)
+        else:
+            kept.append(call)
+    return calls if len(kept) == len(calls) else tuple(kept)
 
 
 def _parts_text(parts: list[Any]) -> str:
@@ -266,6 +342,7 @@ def message_from_dict(
         return None
     error = data.get("error")
     timestamp = data.get("timestamp")
+    reasoning = data.get("reasoning") or data.get("reasoning_content")
     return Message(
         role,
         content,
@@ -274,6 +351,7 @@ def message_from_dict(
         name if isinstance(name, str) else None,
         error if isinstance(error, bool) else None,
         epoch(timestamp),
+        reasoning if isinstance(reasoning, str) else None,
     )
 
 

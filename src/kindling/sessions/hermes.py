@@ -5,12 +5,29 @@ model, started_at, ended_at, end_reason, parent_session_id, ...); ``messages`` h
 in OpenAI shape: ``tool_calls`` is a JSON string of OpenAI calls whose ``arguments`` is itself a
 JSON string, and tool results are ``role='tool'`` rows naming their call in ``tool_call_id``.
 Columns differ between Hermes versions, so the reader asks the database which columns exist and
-selects only those. Where ``messages.active`` exists, only live rows (``active = 1``) are read:
-compaction keeps the replaced rows with ``active = 0`` and they must not be read twice.
+selects only those.
 
-Reading is one streaming query over ``messages`` ordered by ``(session_id, id)`` merged with one
-ordered query over ``sessions``: memory stays constant in the number of sessions, and a running
-Hermes is never blocked (SQLite is opened read-only; WAL readers never block the writer).
+What Hermes keeps that did not happen, or happened once but is stored twice:
+
+* Rewound turns (``active = 0, compacted = 0``: the user took them back) are not read. Turns that
+  in-place compaction summarised away (``active = 0, compacted = 1``) really ran and are read.
+* Compaction copies: in-place compaction re-inserts the turns it keeps as new live rows, and a
+  compression child session (its parent ended with ``end_reason = 'compression'``) starts with its
+  parent's tail, with the same call ids. A call whose id, tool and arguments were already read
+  from a compacted row of the session, or from the compression parent, is a copy: it is dropped
+  with the result answering it and counted as ``compaction_copy``, so each call counts once.
+* Hermes's compaction summary ("[CONTEXT COMPACTION — REFERENCE ONLY] …") is its own note, not a
+  message anyone sent: dropped and counted as ``compaction_summary``; where Hermes merged it into a
+  real message, the message keeps its own text.
+* Results of web, browser and MCP tools are stored inside ``<untrusted_tool_result …>``: the reader
+  keeps the inner text, so the outcome is judged on what the tool returned.
+* ``reasoning`` (else ``reasoning_content``) becomes ``Message.reasoning``.
+
+Reading is one ordered pass over ``messages`` by ``(session_id, id)`` merged with one ordered pass
+over ``sessions``: memory stays constant in the number of sessions. SQLite is opened read-only and
+read in pages of a few thousand rows, each its own short read transaction resumed by key, so a
+long read never holds Hermes's WAL checkpoint back; ``-wal``/``-shm`` files the read created are
+removed again when no other connection has the database open.
 
 A read can be limited to a ``shard``: the sessions whose ids fall in ``[low, high)`` in the
 database's own order (``shard_bounds`` picks bounds that split the messages evenly). Shards read
@@ -31,12 +48,32 @@ import orjson
 
 from kindling.config import env_int
 from kindling.errors import SourceError
-from kindling.sessions.convert import CONTENT_SENTINELS, decode_sentinel, normalize_role, parse_calls_at
+from kindling.sessions.convert import (
+    CONTENT_SENTINELS,
+    UNTRUSTED_OPEN,
+    compaction_remainder,
+    decode_sentinel,
+    drop_repeated_calls,
+    normalize_role,
+    parse_calls_at,
+    unwrap_untrusted,
+)
 from kindling.sessions.files import epoch
-from kindling.sessions.model import ROLES, Message, ReadReport, Session, _MessageInit, new_tool_call
+from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall, _MessageInit, new_tool_call
+from kindling.sessions.skips import COMPACTION_COPY, COMPACTION_SUMMARY
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
-MESSAGE_COLUMNS: tuple[str, ...] = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp")
+MESSAGE_COLUMNS: tuple[str, ...] = (
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "timestamp",
+    "reasoning",
+    "reasoning_content",
+    "compacted",
+)
 # Session columns read after id. The first six fill Session fields; the rest go to metadata.
 SESSION_COLUMNS: tuple[str, ...] = (
     "source",
@@ -52,9 +89,15 @@ SESSION_COLUMNS: tuple[str, ...] = (
     "system_prompt",
 )
 _METADATA_COLUMNS = SESSION_COLUMNS[6:]
+# After the session columns: the parent's end reason (is this a compression child?).
+_PARENT_END = 1 + len(SESSION_COLUMNS)
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 _FETCH_SIZE = 2000
+# Rows per SQLite read transaction. Between pages the reader holds no snapshot, so Hermes's WAL
+# checkpoint can run; a page is a few MB at most.
+_PAGE_ROWS = 4096
+# Why a row is not read although it is well formed (see the module docstring).
 
 
 def is_postgres_url(source: str | Path) -> bool:
@@ -88,16 +131,16 @@ def read_hermes_sqlite(
     if db_path.is_dir():
         raise SourceError(f"Cannot open {db_path}: it is a directory, not a database.", path=db_path)
     timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
-    uri = f"file:{urllib.parse.quote(str(db_path.resolve()))}?mode=ro"
+    wal = WalFiles(db_path)
     connections: list[sqlite3.Connection] = []
     try:
-        # Two connections: each has its own text decoder (see _stream), so a row with bad bytes in
+        # Two connections: each has its own text decoder (see _Pages), so a row with bad bytes in
         # one table never changes how the other is decoded.
         for _ in range(2):
             # Not shared between threads at once, but a stream may be started in one thread and
             # consumed in another (background reviews, schedulers).
             connections.append(
-                sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
+                sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
             )
         message_columns = _sqlite_columns(connections[0], "messages")
         session_columns = _sqlite_columns(connections[1], "sessions")
@@ -105,13 +148,44 @@ def read_hermes_sqlite(
         prompts = _has_prompt_table(session_columns, _sqlite_columns(connections[1], "system_prompts"))
     except sqlite3.Error as exc:
         _close_all(connections)
+        wal.release()
         raise SourceError(_sqlite_problem(db_path, exc, timeout_ms), path=db_path) from exc
     except SourceError:
         _close_all(connections)
+        wal.release()
         raise
     return _read_sqlite(
-        connections, db_path, message_columns, session_columns, report, session_id, shard, prompts
+        connections, db_path, message_columns, session_columns, report, session_id, shard, prompts, wal
     )
+
+
+class WalFiles:
+    """Whether a SQLite database's ``-wal``/``-shm`` files existed before kindling opened it.
+
+    A read-only connection to a WAL database creates both files and, being read-only, never removes
+    them. ``release()`` (after every kindling connection is closed) removes them again when they
+    were not there before, the way SQLite itself does: a short read-write connection that only
+    reads, whose close checkpoints an empty log and deletes the files when it is the last
+    connection. When another process has the database open the files are its own and stay.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+        self.existed = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+
+    def release(self) -> None:
+        """Remove the ``-wal``/``-shm`` files this read created, if no one else uses them."""
+        if self.existed or not any(Path(f"{self.path}{suffix}").exists() for suffix in ("-wal", "-shm")):
+            return
+        try:
+            conn = sqlite3.connect(self.uri.replace("?mode=ro", "?mode=rw"), uri=True, timeout=0)
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # busy, or not writable by this user: the files stay, as they would have anyway
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
@@ -177,7 +251,10 @@ def _select_lists(
         selected["system_prompt"] = (
             f"COALESCE(sessions.system_prompt, {shared})" if "system_prompt" in session_columns else shared
         )
-    session_select = ", ".join(["id", *selected.values()])
+    parent_end = "NULL"
+    if {"parent_session_id", "end_reason"} <= session_columns.keys():
+        parent_end = "(SELECT p.end_reason FROM sessions p WHERE p.id = sessions.parent_session_id)"
+    session_select = ", ".join(["id", *selected.values(), parent_end])
     return message_select, session_select, order
 
 
@@ -190,33 +267,87 @@ def _read_sqlite(
     session_id: str | None,
     shard: tuple[Any, Any] | None = None,
     prompts: bool = False,
+    wal: WalFiles | None = None,
 ) -> Iterator[Session]:
     message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
-    live = "active = 1" if "active" in message_columns else None
+    live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # Messages first: a session committed in between then shows up empty rather than its messages
     # showing up without their session.
-    message_rows = _stream(
-        connections[0],
-        f"SELECT {message_select} FROM messages{where} ORDER BY session_id, {order}",
-        params,
-        report,
+    message_rows = _Pages(connections[0], f"SELECT {message_select} FROM messages", where, params, report)
+    message_stream = message_rows.rows("session_id", order)
+    session_rows = _Pages(
+        connections[1], f"SELECT {session_select} FROM sessions", session_where, params, report
     )
-    session_rows = _stream(
-        connections[1], f"SELECT {session_select} FROM sessions{session_where} ORDER BY id", params, report
-    )
+    session_stream = session_rows.rows("id", None)
+    parents = _sqlite_parent_calls(connections[1], live, order)
     try:
-        yield from assemble_sessions(message_rows, session_rows, report, key=_sqlite_order_key)
+        yield from assemble_sessions(
+            message_stream, session_stream, report, key=_sqlite_order_key, parent_calls=parents
+        )
     except sqlite3.DatabaseError as exc:
         # A page that cannot be read mid-stream: what was read has been yielded; say why it stopped.
         report.skip("database_error")
         raise SourceError(f"Cannot finish reading {path}: {str(exc).strip()}.", path=path) from exc
     finally:
-        # Cursors first, then their connections: closing in the other order raises from the cursors.
-        for rows in (message_rows, session_rows):
+        for stream in (message_stream, session_stream):
             with contextlib.suppress(sqlite3.Error):
-                rows.close()
+                stream.close()
+        # Cursors first, then their connections: closing in the other order raises from the cursors.
+        message_rows.close()
+        session_rows.close()
         _close_all(connections)
+        if wal is not None:
+            wal.release()
+
+
+def _live_condition(message_columns: dict[str, str], *, boolean: bool) -> str | None:
+    """The condition for rows that ran: live ones, and those compaction summarised away.
+
+    Rewound rows (``active = 0`` without ``compacted``) are left out. On PostgreSQL the columns may
+    be booleans (``boolean=True`` allows that).
+    """
+    if "active" not in message_columns:
+        return None
+
+    def truth(column: str) -> str:
+        return column if boolean and message_columns[column] == "boolean" else f"{column} = 1"
+
+    if "compacted" in message_columns:
+        return f"({truth('active')} OR {truth('compacted')})"
+    return truth("active")
+
+
+def _sqlite_parent_calls(
+    conn: sqlite3.Connection, live: str | None, order: str
+) -> Callable[[Any], dict[str, ToolCall]]:
+    """Return a look-up of a compression parent's calls by id (its rows that ran, as read)."""
+    where = f" AND {live}" if live else ""
+    sql = (
+        f"SELECT {order}, tool_calls FROM messages WHERE session_id = ?{where} "
+        f"AND tool_calls IS NOT NULL ORDER BY {order}"
+    )
+
+    def lookup(parent_id: Any) -> dict[str, ToolCall]:
+        try:
+            rows = conn.execute(sql, (parent_id,)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise
+            return {}  # rows that do not decode are skipped (and counted) where they are read
+        return _calls_by_id(parent_id, rows)
+
+    return lookup
+
+
+def _calls_by_id(parent_id: Any, rows: Iterable[Sequence[Any]]) -> dict[str, ToolCall]:
+    # Parsed as the reader parses them, into a scratch report: the parent's own read counts its rows.
+    scratch = ReadReport()
+    found: dict[str, ToolCall] = {}
+    for order, raw_calls in rows:
+        for call in parse_calls_at(raw_calls, scratch, parent_id, order, "assistant"):
+            found[call.id] = call
+    return found
 
 
 def _where_clauses(
@@ -270,38 +401,114 @@ def _shard_conditions(shard: tuple[Any, Any], mark: str, collate: str) -> tuple[
     return " AND ".join(parts_messages), " AND ".join(parts_sessions), tuple(params)
 
 
-def _stream(
-    conn: sqlite3.Connection, sql: str, params: tuple[Any, ...], report: ReadReport
-) -> Generator[Any, None, None]:
-    """Yield the rows of ``sql``; rows holding bytes that are not UTF-8 are counted and skipped."""
-    cursor = conn.execute(sql, params)
-    try:
-        yield from cursor
-        return
-    except sqlite3.OperationalError as exc:
-        if "decode" not in str(exc).lower():
-            raise
-    # The row that failed to decode was not consumed. Go on row by row with a lenient decoder
-    # (installed only now: the default one is the fast path) and skip each row it had to repair.
-    repaired = [0]
+class _Pages:
+    """The rows of one SQLite query in key order, read ``_PAGE_ROWS`` at a time.
 
-    def lenient_text(raw: bytes) -> str:
+    Each page is its own statement, run to completion before its rows are handed on, so no read
+    transaction stays open while the caller works (Hermes's checkpoint can run between pages).
+    Rows holding bytes that are not UTF-8 are counted as ``invalid_utf8`` and skipped: the default
+    decoder is the fast path; after the first failure a lenient one repairs and counts, and the rest
+    is read as one statement (a repaired key cannot resume a page exactly).
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, select: str, where: str, params: tuple[Any, ...], report: ReadReport
+    ) -> None:
+        self.conn = conn
+        self.select = select
+        self.conditions = where[len(" WHERE ") :] if where else ""
+        self.params = params
+        self.report = report
+        self.repaired = 0
+        self.lenient = False
+        self.cursor: sqlite3.Cursor | None = None
+        self.fetched = 0  # rows the last statement returned, skipped ones included
+        self.last_row: Any = None
+
+    def rows(self, first: str, second: str | None) -> Generator[Any, None, None]:
+        """Yield the rows ordered by ``(first, second)`` (first alone when second is None).
+
+        ``first`` may be NULL: those rows sort first, as in one ``ORDER BY``; ``(first, second)``
+        must be unique, and the key columns must be the first columns selected.
+        """
+        base = [self.conditions] if self.conditions else []
+        order = f"{first}, {second}" if second else first
+        if second is not None:
+            yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", 1)
+        else:
+            yield from self._paged([*base, f"{first} IS NULL"], None, "", 0)
+        resume = f"({first}, {second}) > (?, ?)" if second else f"{first} > ?"
+        yield from self._paged([*base, f"{first} IS NOT NULL"], order, resume, 2 if second else 1, offset=0)
+
+    def _paged(
+        self, conditions: list[str], order: str | None, resume: str, key_size: int, offset: int = 1
+    ) -> Generator[Any, None, None]:
+        # ``offset``: where the key starts in a row (rows whose first key is NULL resume by the
+        # second key alone).
+        where = " WHERE " + " AND ".join(conditions)
+        if order is None:  # one statement: rows without a key to resume by
+            yield from self._run(f"{self.select}{where}", self.params, limited=False)
+            return
+        sql = f"{self.select}{where} ORDER BY {order}"
+        next_sql = f"{self.select}{where} AND {resume} ORDER BY {order}"
+        params = self.params
+        while True:
+            limited = not self.lenient
+            page = self._run(sql, params, limited=limited)
+            yield from page
+            if (limited and self.fetched < _PAGE_ROWS) or self.fetched == 0:
+                return
+            sql = next_sql
+            params = (*self.params, *self.last_row[offset : offset + key_size])
+
+    def _run(self, sql: str, params: tuple[Any, ...], *, limited: bool) -> list[Any]:
+        if limited:
+            sql = f"{sql} LIMIT {_PAGE_ROWS}"
+        cursor = self.cursor = self.conn.execute(sql, params)
+        rows: list[Any] = []
+        if not self.lenient:
+            try:
+                rows.extend(cursor)
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc).lower():
+                    raise
+                # The row that failed to decode was not consumed. Go on row by row with a lenient
+                # decoder (installed only now: the default one is the fast path).
+                self.lenient = True
+                self.conn.text_factory = self._lenient_text
+            else:
+                self.fetched = len(rows)
+                if rows:
+                    self.last_row = rows[-1]
+                return rows
+        fetched = len(rows)
+        if rows:
+            self.last_row = rows[-1]
+        while True:
+            before = self.repaired
+            row = cursor.fetchone()
+            if row is None:
+                self.fetched = fetched
+                return rows
+            fetched += 1
+            self.last_row = row
+            if self.repaired != before:
+                self.report.skip("invalid_utf8")
+                continue
+            rows.append(row)
+
+    def _lenient_text(self, raw: bytes) -> str:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            repaired[0] += 1
+            self.repaired += 1
             return raw.decode("utf-8", "replace")
 
-    conn.text_factory = lenient_text
-    while True:
-        before = repaired[0]
-        row = cursor.fetchone()
-        if row is None:
-            return
-        if repaired[0] != before:
-            report.skip("invalid_utf8")
-            continue
-        yield row
+    def close(self) -> None:
+        """Close the last statement's cursor (the connection stays open)."""
+        if self.cursor is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.cursor.close()
 
 
 def _sqlite_order_key(value: Any) -> tuple[int, Any]:
@@ -402,9 +609,7 @@ def _read_postgres(
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
-    live = None
-    if "active" in message_columns:
-        live = "active" if message_columns["active"] == "boolean" else "active = 1"
+    live = _live_condition(message_columns, boolean=True)
     # The same C collation as the ORDER BY below, so a shard is a contiguous run of the order.
     where, session_where, params = _where_clauses(live, session_id, shard, "%s", ' COLLATE "C"')
     # C collation: byte order of UTF-8 equals Python's code-point order, which the merge relies on.
@@ -419,8 +624,19 @@ def _read_postgres(
 
     message_rows = rows("kindling_messages", message_sql)
     session_rows = rows("kindling_sessions", session_sql)
+    parent_where = f" AND {live}" if live else ""
+    parent_sql = (
+        f"SELECT {order}, tool_calls FROM messages WHERE session_id = %s{parent_where} "
+        f"AND tool_calls IS NOT NULL ORDER BY {order}"
+    )
+
+    def parents(parent_id: Any) -> dict[str, ToolCall]:
+        return _calls_by_id(parent_id, conn.execute(parent_sql, (parent_id,)).fetchall())
+
     try:
-        yield from assemble_sessions(message_rows, session_rows, report, key=_text_order_key)
+        yield from assemble_sessions(
+            message_rows, session_rows, report, key=_text_order_key, parent_calls=parents
+        )
     except psycopg.Error as exc:
         report.skip("database_error")
         raise SourceError(f"Cannot finish reading {label}: {str(exc).strip()}", path=label) from exc
@@ -476,9 +692,9 @@ def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
     if not path.is_file():
         raise SourceError(f"Cannot open {path}: no such file.", path=path)
     timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    wal = WalFiles(path)
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=timeout_ms / 1000)
+        conn = sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000)
     except sqlite3.Error as exc:
         raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
     try:
@@ -505,6 +721,7 @@ def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
         raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
     finally:
         conn.close()
+        wal.release()
 
 
 def _pg_shard_bounds(url: str, parts: int) -> tuple[int, list[Any]]:
@@ -545,13 +762,16 @@ def assemble_sessions(
     report: ReadReport,
     *,
     key: Callable[[Any], Any],
+    parent_calls: Callable[[Any], dict[str, ToolCall]] | None = None,
 ) -> Iterator[Session]:
     """Merge message rows ordered by (session_id, id) with session rows ordered by id into Sessions.
 
     Message rows are ``(session_id, order, *MESSAGE_COLUMNS)``; session rows are
-    ``(id, *SESSION_COLUMNS)``. Both must be sorted consistently with ``key``. Sessions with no
-    live messages are yielded empty; messages whose session row is missing are counted as
-    ``message_without_session`` and skipped.
+    ``(id, *SESSION_COLUMNS, parent's end_reason)``. Both must be sorted consistently with ``key``.
+    Sessions with no live messages are yielded empty; messages whose session row is missing are
+    counted as ``message_without_session`` and skipped. ``parent_calls(parent_id)`` returns the calls
+    of a compression parent by id, so its child's copies of them are dropped (see the module
+    docstring); without it they are kept.
     """
     sessions = iter(session_rows)
     pending = next(sessions, None)
@@ -559,6 +779,10 @@ def assemble_sessions(
     current_row: Sequence[Any] | None = None
     messages: list[Message] = []
     known: set[str] = set()
+    # Calls a later row of this session may repeat (from its compacted rows and its compression
+    # parent), and the ids of repeated calls dropped, whose repeated results are dropped too.
+    earlier: dict[str, ToolCall] = {}
+    copies: set[str] = set()
     append = messages.append
     roles = ROLES
     sentinels = CONTENT_SENTINELS
@@ -572,7 +796,19 @@ def assemble_sessions(
     # Counted here, while each session is built, so the report need not walk it again.
     calls_seen = results_seen = 0
     arguments_cache: dict[str, dict[str, Any]] = {}
-    for session_key, order, role, content, call_id, raw_calls, tool_name, stamp in message_rows:
+    for (
+        session_key,
+        order,
+        role,
+        content,
+        call_id,
+        raw_calls,
+        tool_name,
+        stamp,
+        reasoning,
+        reasoning_content,
+        compacted,
+    ) in message_rows:
         if session_key != current:
             if current_row is not None:
                 report.add_counted(len(messages), calls_seen, results_seen)
@@ -580,6 +816,8 @@ def assemble_sessions(
             messages = []
             append = messages.append
             known = set()
+            earlier = {}
+            copies = set()
             calls_seen = results_seen = 0
             current = session_key
             current_row = None
@@ -594,6 +832,8 @@ def assemble_sessions(
                 if pending is not None and pending[0] == session_key:
                     current_row = pending
                     pending = next(sessions, None)
+                    if parent_calls is not None and current_row[_PARENT_END] == "compression":
+                        earlier = dict(parent_calls(current_row[6]))
         if current_row is None:
             report.skip("message_without_session")
             continue
@@ -616,6 +856,17 @@ def assemble_sessions(
                     continue
             else:
                 content = str(content)
+            # Hermes's own wrappers start with "<" (a tool result) or "[" (a compaction summary).
+            if "<" <= content < "=":
+                if role == "tool" and content.startswith(UNTRUSTED_OPEN):
+                    content = unwrap_untrusted(content)
+            elif "[" <= content < "\\" and role != "tool":
+                remainder = compaction_remainder(content)
+                if remainder is not None:
+                    if not remainder and not raw_calls:
+                        report.skip(COMPACTION_SUMMARY)
+                        continue
+                    content = remainder or None
         if raw_calls:
             calls = None
             if type(raw_calls) is str:
@@ -646,6 +897,13 @@ def assemble_sessions(
                         calls = tuple(built)
             if calls is None:
                 calls = parse_calls_at(raw_calls, report, session_key, order, "assistant", arguments_cache)
+            if earlier:
+                calls = drop_repeated_calls(calls, earlier, copies, report)
+                if not calls and not content:
+                    continue  # the whole message was a copy
+            if compacted:
+                for call in calls:
+                    earlier[call.id] = call
             for call in calls:
                 known.add(call.id)
         else:
@@ -653,7 +911,12 @@ def assemble_sessions(
         if call_id is not None and type(call_id) is not str:
             call_id = str(call_id)
         if role == "tool":
-            if call_id is None or call_id not in known:
+            if call_id is None or call_id not in known or call_id in copies:
+                if call_id in copies or call_id in earlier:
+                    # The result of a copy (or of a call Hermes did not copy with it).
+                    copies.discard(call_id)
+                    report.skip(COMPACTION_COPY)
+                    continue
                 report.skip("orphan_tool_result")
                 continue
             results_seen += 1
@@ -663,6 +926,10 @@ def assemble_sessions(
             calls_seen += len(calls)
         if stamp is not None and type(stamp) is not float:
             stamp = epoch(stamp)
+        if reasoning is None or reasoning == "":
+            reasoning = reasoning_content or None
+        if reasoning is not None and type(reasoning) is not str:
+            reasoning = _text_of(reasoning)
         built_message: Any = new_object(blank)
         built_message.role = role
         built_message.content = content
@@ -671,6 +938,7 @@ def assemble_sessions(
         built_message.name = tool_name
         built_message.error = None
         built_message.timestamp = stamp
+        built_message.reasoning = reasoning
         built_message.__class__ = message_class
         append(built_message)
     if current_row is not None:
@@ -680,6 +948,12 @@ def assemble_sessions(
         report.add_counted(0, 0, 0)
         yield _session(pending, [])
         pending = next(sessions, None)
+
+
+def _text_of(value: Any) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 _NO_SESSION = object()

@@ -12,17 +12,22 @@ import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from kindling.sessions.convert import (
+    UNTRUSTED_OPEN,
+    compaction_remainder,
     content_text,
+    drop_repeated_calls,
     dumps,
     message_from_dict,
     messages_from_dicts,
     parse_arguments,
+    unwrap_untrusted,
 )
 from kindling.sessions.files import (
     LEADING_BYTES,
@@ -35,6 +40,8 @@ from kindling.sessions.files import (
 )
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
 from kindling.sessions.skips import (
+    COMPACTION_COPY,
+    COMPACTION_SUMMARY,
     MALFORMED_MESSAGE,
     MALFORMED_RECORD,
     MALFORMED_TOOL_CALL,
@@ -119,7 +126,7 @@ def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
         yield Session(
             session_id,
             str(record.get("source") or "hermes"),
-            _hermes_messages(messages, report, session_id),
+            _hermes_messages(messages, report, session_id, _compressed_segments(record, len(messages))),
             epoch(record.get("started_at")),
             epoch(record.get("ended_at")),
             _text(record.get("end_reason")),
@@ -130,18 +137,76 @@ def _hermes_export(path: Path, report: ReadReport) -> Iterator[Session]:
         )
 
 
-def _hermes_messages(items: list[Any], report: ReadReport, session_id: str) -> tuple[Message, ...]:
+def _hermes_messages(
+    items: list[Any], report: ReadReport, session_id: str, repeated: frozenset[int] = frozenset()
+) -> tuple[Message, ...]:
+    # Read as the state.db reader reads (kindling.sessions.hermes): rewound rows are not, rows
+    # compaction summarised away are; a compaction's copies of earlier calls count once; Hermes's
+    # summary is no message; wrapped results are unwrapped. A lineage export (Hermes's
+    # export_session_lineage) concatenates a compression chain, whose later parts repeat calls of
+    # the earlier ones exactly as a compacted session does.
     known: set[str] = set()
+    earlier: dict[str, ToolCall] = {}
+    copies: set[str] = set()
     out: list[Message] = []
     for index, item in enumerate(items):
-        if isinstance(item, dict) and item.get("active") in (0, False):
-            continue  # compacted away in Hermes; the live copy follows
-        if isinstance(item, dict) and "name" not in item and item.get("tool_name"):
-            item = {**item, "name": item["tool_name"]}
+        compacted = False
+        if isinstance(item, dict):
+            if item.get("active") in (0, False):
+                if not item.get("compacted"):
+                    continue  # rewound: the user took it back
+                compacted = True
+            if "name" not in item and item.get("tool_name"):
+                item = {**item, "name": item["tool_name"]}
         message = message_from_dict(item, report, id_prefix=f"{session_id}:{index}", known_calls=known)
-        if message is not None:
-            out.append(message)
+        if message is None:
+            continue
+        content = message.content
+        if content:
+            if message.role == "tool":
+                if content.startswith(UNTRUSTED_OPEN):
+                    message = replace(message, content=unwrap_untrusted(content))
+            else:
+                remainder = compaction_remainder(content)
+                if remainder is not None:
+                    if not remainder and not message.tool_calls:
+                        report.skip(COMPACTION_SUMMARY)
+                        continue
+                    message = replace(message, content=remainder or None)
+        if message.tool_calls:
+            calls = message.tool_calls
+            if earlier:
+                calls = drop_repeated_calls(calls, earlier, copies, report)
+                if not calls and not message.content:
+                    continue
+                if calls is not message.tool_calls:
+                    message = replace(message, tool_calls=calls)
+            if compacted or index in repeated:
+                for call in calls:
+                    earlier[call.id] = call
+        elif message.role == "tool" and message.tool_call_id in copies:
+            copies.discard(message.tool_call_id)
+            report.skip(COMPACTION_COPY)
+            continue
+        out.append(message)
     return tuple(out)
+
+
+def _compressed_segments(record: dict[str, Any], count: int) -> frozenset[int]:
+    """Indexes of a lineage export's messages from sessions that ended by compression."""
+    segments = record.get("segments")
+    if not isinstance(segments, list):
+        return frozenset()
+    indexes: set[int] = set()
+    start = 0
+    for segment in segments:
+        part = segment.get("messages") if isinstance(segment, dict) else None
+        if not isinstance(part, list):
+            return frozenset()
+        if segment.get("end_reason") == "compression":
+            indexes.update(range(start, start + len(part)))
+        start += len(part)
+    return frozenset(indexes) if start == count else frozenset()
 
 
 # ----------------------------------------------------------------------------------- OpenAI chat

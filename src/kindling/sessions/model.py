@@ -55,7 +55,9 @@ class Message:
 
     Tool results are ``role="tool"`` messages with ``tool_call_id`` naming the call they answer
     and ``name`` the tool. ``error`` is an explicit error flag from the source (tau2-bench sets
-    one on tool results); ``None`` means the source said nothing.
+    one on tool results); ``None`` means the source said nothing. ``reasoning`` is the model's own
+    reasoning text for an assistant turn where the source keeps it (Hermes ``reasoning`` /
+    ``reasoning_content``, the same keys in OpenAI-style logs); it is never part of ``content``.
     """
 
     role: Role
@@ -65,6 +67,7 @@ class Message:
     name: str | None = None
     error: bool | None = None
     timestamp: float | None = None
+    reasoning: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the message as an OpenAI chat message dict (extras only when set)."""
@@ -79,6 +82,8 @@ class Message:
             data["error"] = self.error
         if self.timestamp is not None:
             data["timestamp"] = self.timestamp
+        if self.reasoning is not None:
+            data["reasoning"] = self.reasoning
         return data
 
 
@@ -217,6 +222,7 @@ class _MessageInit:
         name: str | None,
         error: bool | None,
         timestamp: float | None,
+        reasoning: str | None = None,
     ) -> None:
         self.role = role
         self.content = content
@@ -225,6 +231,7 @@ class _MessageInit:
         self.name = name
         self.error = error
         self.timestamp = timestamp
+        self.reasoning = reasoning
         self.__class__ = Message  # type: ignore[assignment]
 
 
@@ -244,7 +251,8 @@ class _ToolCallInit:
 
 # Typed as what they return: calling one of these gives a Message / ToolCall.
 new_message = cast(
-    "Callable[[Role, str | None, tuple[ToolCall, ...], str | None, str | None, bool | None, float | None], Message]",
+    "Callable[[Role, str | None, tuple[ToolCall, ...], str | None, str | None, bool | None, float | None,"
+    " str | None], Message]",
     _MessageInit,
 )
 new_tool_call = cast("Callable[[str, str, Mapping[str, Any], str | None, str], ToolCall]", _ToolCallInit)
@@ -258,9 +266,10 @@ def build_message(
     name: str | None,
     error: bool | None,
     timestamp: float | None,
+    reasoning: str | None = None,
 ) -> Message:
-    """Return ``Message(role, content, tool_calls, tool_call_id, name, error, timestamp)``, built fast."""
-    return new_message(role, content, tool_calls, tool_call_id, name, error, timestamp)
+    """Return ``Message(role, content, tool_calls, tool_call_id, name, error, timestamp, reasoning)``, built fast."""
+    return new_message(role, content, tool_calls, tool_call_id, name, error, timestamp, reasoning)
 
 
 def build_tool_call(

@@ -27,6 +27,9 @@ TOOL_CALL_WITHOUT_NAME = "tool_call_without_name"
 # Databases
 MESSAGE_WITHOUT_SESSION = "message_without_session"
 DATABASE_ERROR = "database_error"
+# Well formed, but stored twice or added by Hermes itself (see kindling.sessions.hermes)
+COMPACTION_COPY = "compaction_copy"
+COMPACTION_SUMMARY = "compaction_summary"
 
 #: Every skip reason, with what it means (the table in docs/sessions.md says the same).
 SKIP_REASONS: dict[str, str] = {
@@ -46,4 +49,6 @@ SKIP_REASONS: dict[str, str] = {
     TOOL_CALL_WITHOUT_NAME: "one call with no function name",
     MESSAGE_WITHOUT_SESSION: "a Hermes message row whose session row is missing",
     DATABASE_ERROR: "a database that failed midway (what was read is kept; the read then stops with an error)",
+    COMPACTION_COPY: "a Hermes call (or its result) that compaction repeated, already read",
+    COMPACTION_SUMMARY: "Hermes's compaction summary: its note about earlier turns, no message",
 }
