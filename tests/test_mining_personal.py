@@ -438,3 +438,15 @@ def test_build_scrubs_by_default_and_keep_personal_data_keeps_it(tmp_path: Path)
     kept = build_template("api", [source], min_messages=0, keep_personal_data=True)
     assert kept.examples[0].context == "Sure, my ID is sophia_martin_4574."
     assert "--keep-personal-data" in runner.invoke(app, ["build", "--help"]).output
+
+
+def test_coding_sessions_full_of_paths_commands_and_code_come_out_unchanged(tmp_path: Path) -> None:
+    from kindling.mining import mine_source
+    from kindling.sessions import generate_sample_db
+
+    db = generate_sample_db(tmp_path / "state.db", sessions=150, seed=11)
+    kept = mine_source(db, workers=1, keep_personal_data=True).examples
+    scrubbed = mine_source(db, workers=1).examples
+    assert len(kept) == len(scrubbed) > 50
+    assert any("/" in e.result for e in kept)  # the examples do carry paths and commands
+    assert scrubbed == kept
