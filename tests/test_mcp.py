@@ -146,6 +146,12 @@ async def _exercise(client: Client, world: World) -> None:
             expected[tool]["failures"],
             expected[tool]["failure_rate"],
         )
+    failing = [row for row in rows.values() if row["failures"]]
+    assert failing, "the sample sessions have failing tools"
+    for row in failing:  # how they failed: the rules that judged each failed result
+        assert sum(row["failed_by"].values()) == row["failures"], row
+    top = failing[0]
+    assert next(iter(top["failed_by"])) in rates.content[0].text  # type: ignore[union-attr]
     rates_list = [row["failure_rate"] or 0 for row in rates.structured_content["tools"]]
     assert rates_list == sorted(rates_list, reverse=True)
     only = await client.call_tool("tool_failure_rates", {"tool": "read_*"})

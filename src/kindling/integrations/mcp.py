@@ -27,9 +27,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
@@ -301,7 +303,7 @@ async def _wait_for_human(
 
 
 async def _tool_failure_rates(_ctx: Any, args: FailureRatesArgs, settings: McpSettings) -> _Output:
-    stats, shown = await anyio.to_thread.run_sync(partial(_read_stats, settings.sources))
+    stats, reasons, shown = await anyio.to_thread.run_sync(partial(_read_stats, settings.sources))
     data = stats.as_dict()
     by_cohort = data["cohorts"]
     rows = []
@@ -318,7 +320,8 @@ async def _tool_failure_rates(_ctx: Any, args: FailureRatesArgs, settings: McpSe
             for name, cohort in by_cohort.items()
             if tool in cohort["tools"] and cohort["tools"][tool]["results"]
         }
-        rows.append({"tool": tool, **row, "by_session_length": cohorts})
+        failed_by = dict(reasons.get(tool, Counter()).most_common())
+        rows.append({"tool": tool, **row, "failed_by": failed_by, "by_session_length": cohorts})
     rows.sort(key=lambda r: (-(r["failure_rate"] or 0.0), -r["results"], r["tool"]))
     rows = rows[: args.top]
     result = {
@@ -336,23 +339,49 @@ async def _tool_failure_rates(_ctx: Any, args: FailureRatesArgs, settings: McpSe
         )
         where = f"; worst in {worst[0]} sessions ({worst[1]['failure_rate']:.0%})" if worst and rate else ""
         unknown = f", {row['unknown']} unknown" if row["unknown"] else ""
+        how = ", ".join(f"{rule} {count}" for rule, count in list(row["failed_by"].items())[:3])
         lines.append(
             f"- {row['tool']}: {row['failures']} of {row['results']} results failed"
-            f" ({(rate or 0.0):.1%}){unknown}{where}"
+            f" ({(rate or 0.0):.1%}){unknown}{': ' + how if how else ''}{where}"
         )
     if not rows:
         lines.append("No tool matches.")
     return _Output("\n".join(lines), result)
 
 
-def _read_stats(sources: tuple[str, ...]) -> tuple[Any, list[str]]:
+def _read_stats(sources: tuple[str, ...]) -> tuple[Any, dict[str, Counter[str]], list[str]]:
+    """Return mining's stats over ``sources``, the rules that judged each tool's results failed, and the sources shown."""
     from kindling.config import hermes_state_db
     from kindling.db import redact_url
-    from kindling.mining import mine_sources
+    from kindling.mining import mine
+    from kindling.mining.config import load_mining_config
+    from kindling.mining.outcome import OutcomeClassifier
+    from kindling.sessions import iter_sessions
+    from kindling.sessions.model import ReadReport, Session
 
     paths: list[str | Path] = list(sources) or [hermes_state_db()]
-    stats = mine_sources(paths, max_examples=0).stats
-    return stats, [redact_url(p) for p in paths]
+    config = load_mining_config()
+    classifier = OutcomeClassifier(config.rules())
+    reasons: dict[str, Counter[str]] = {}
+
+    def judged(stream: Iterable[Session]) -> Iterator[Session]:
+        # One pass: each session is looked at here (how its failed results failed) on its way to mining.
+        for session in stream:
+            open_calls: dict[str, str] = {}
+            for message in session.messages:
+                for call in message.tool_calls:
+                    open_calls[call.id] = call.name
+                tool = open_calls.pop(message.tool_call_id, None) if message.tool_call_id else None
+                if tool is not None:
+                    outcome = classifier.classify(tool, message.content, message.error)
+                    if outcome.failed:
+                        reasons.setdefault(tool, Counter())[outcome.rule or "unnamed"] += 1
+            yield session
+
+    report = ReadReport()
+    streams = [iter_sessions(path, report=report) for path in paths]  # every source opens before any is read
+    stats = mine(judged(chain.from_iterable(streams)), max_examples=0, report=report, config=config).stats
+    return stats, reasons, [redact_url(p) for p in paths]
 
 
 def _store_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -440,8 +469,9 @@ def _tool_specs() -> tuple[_ToolSpec, ...]:
         ),
         _ToolSpec(
             "tool_failure_rates",
-            "Which tools fail in this environment and how often: per tool, calls, failed results, the failure "
-            "rate with a 95% interval, and the rate by session length, read from the past sessions the server "
+            "Which tools fail in this environment and how: per tool, calls, failed results, the failure rate "
+            "with a 95% interval, the rules that judged the failures (json_error, error_prefix, "
+            "python_traceback, ...) and the rate by session length, read from the past sessions the server "
             "is configured with. Use it to pick reliable tools or to double-check a flaky one's result.",
             _schema(FailureRatesArgs),
             FailureRatesArgs,
