@@ -17,7 +17,8 @@ SQLAlchemy, httpx, openai) are translated into these at the boundary, never leak
     ├── ReviewError                    a background review failed
     ├── ConfirmError                   the confirmation daemon or its client failed (.status_code)
     ├── ScheduleError                  a schedule expression is not understood (.expression)
-    └── ModelContextError              a model's context window is below the minimum
+    ├── ModelContextError              a model's context window is below the minimum
+    └── ToolCallError                  an agent-facing tool call cannot be done as asked (MCP tool errors)
 """
 
 from __future__ import annotations
@@ -138,3 +139,7 @@ class ModelContextError(KindlingError):
         self.model = model
         self.context_length = context_length
         self.minimum = minimum
+
+
+class ToolCallError(KindlingError):
+    """A tool call from an agent (over MCP) cannot be done as asked; the message is what the agent reads."""

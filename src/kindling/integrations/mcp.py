@@ -41,7 +41,7 @@ import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kindling import __version__
-from kindling.errors import ConfigError, KindlingError
+from kindling.errors import ConfigError, KindlingError, ToolCallError
 
 __all__ = [
     "ConfirmationArgs",
@@ -49,7 +49,6 @@ __all__ = [
     "McpSettings",
     "MemoryArgs",
     "SkillsArgs",
-    "ToolFailure",
     "create_server",
     "is_loopback",
     "run_http",
@@ -94,10 +93,6 @@ class McpSettings:
             confirm_token=os.environ.get("KINDLING_CONFIRM_TOKEN", ""),
             progress_interval=progress_interval if progress_interval is not None else PROGRESS_INTERVAL,
         )
-
-
-class ToolFailure(KindlingError):
-    """A tool call that cannot be done as asked; its message is what the client reads."""
 
 
 # -- argument models: one declaration per tool gives the schema and the validation ----------------
@@ -211,7 +206,7 @@ async def _warm_session(_ctx: Any, args: dict[str, Any], _settings: McpSettings)
 
     data = json.loads(await anyio.to_thread.run_sync(warm_session, args))
     if not data.get("success"):
-        raise ToolFailure(str(data.get("error") or "warm_session failed."))
+        raise ToolCallError(str(data.get("error") or "warm_session failed."))
     action = data.get("action")
     if action in ("load", "inject"):
         shown = data.get("messages") or []
@@ -235,7 +230,7 @@ def _confirm_client(settings: McpSettings) -> Any:
     from kindling.confirm.client import DEFAULT_URL, ConfirmClient
 
     if not settings.confirm_token:
-        raise ToolFailure("KINDLING_CONFIRM_TOKEN is not set for the MCP server; it cannot ask a human.")
+        raise ToolCallError("KINDLING_CONFIRM_TOKEN is not set for the MCP server; it cannot ask a human.")
     return ConfirmClient(settings.confirm_url or DEFAULT_URL, settings.confirm_token)
 
 
@@ -386,7 +381,7 @@ def _read_stats(sources: tuple[str, ...]) -> tuple[Any, dict[str, Counter[str]],
 
 def _store_result(result: dict[str, Any]) -> dict[str, Any]:
     if not result.get("success"):
-        raise ToolFailure(str(result.get("error") or "The store refused the change."))
+        raise ToolCallError(str(result.get("error") or "The store refused the change."))
     return result
 
 
@@ -542,7 +537,7 @@ def _list_resources() -> list[types.Resource]:
 
 
 def _read_resource(uri: str) -> tuple[str, str]:
-    """Return (mime type, text) of a kindling resource. Raises ToolFailure for an unknown one."""
+    """Return (mime type, text) of a kindling resource. Raises ToolCallError for an unknown one."""
     from kindling.review.memory import TARGET_FILES, memories_dir
     from kindling.templates.model import validate_name
     from kindling.templates.store import open_store
@@ -556,7 +551,7 @@ def _read_resource(uri: str) -> tuple[str, str]:
     if uri.startswith(prefix_memory):
         target = uri[len(prefix_memory) :]
         if target not in MEMORY_TARGETS:
-            raise ToolFailure(
+            raise ToolCallError(
                 f"Unknown memory resource {uri!r}; use kindling://memory/memory or kindling://memory/user."
             )
         path = memories_dir() / TARGET_FILES[target]
@@ -565,8 +560,8 @@ def _read_resource(uri: str) -> tuple[str, str]:
         except FileNotFoundError:
             return "text/markdown", ""
         except OSError as exc:
-            raise ToolFailure(f"Cannot read {path}: {exc.strerror or exc}.") from None
-    raise ToolFailure(f"Unknown resource {uri!r}; kindling serves {TEMPLATE_URI} and {MEMORY_URI}.")
+            raise ToolCallError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    raise ToolCallError(f"Unknown resource {uri!r}; kindling serves {TEMPLATE_URI} and {MEMORY_URI}.")
 
 
 # -- the server ------------------------------------------------------------------------------------
