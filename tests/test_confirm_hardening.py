@@ -259,3 +259,26 @@ def test_verify_checks_requests_against_the_audit_log_and_the_head(
     assert out.exit_code == 1 and "cut" in out.stderr
     out = runner.invoke(cli_app, ["confirm", "audit", "verify", "--db", target, "--expect-head", "nope"])
     assert out.exit_code != 0 and "audit head" in out.stderr
+
+
+def test_an_admin_cannot_decide_requests_of_agents_it_minted(
+    client: httpx.Client, tokens: Tokens, store: ConfirmationStore
+) -> None:
+    minted = client.post("/tokens", json={"role": "agent", "name": "my-bot"}, headers=auth(tokens.admin))
+    assert minted.status_code == 201
+    # A second admin minted by the first, then an agent minted by that one: still the first's.
+    sub_admin = client.post("/tokens", json={"role": "admin", "name": "deputy"}, headers=auth(tokens.admin))
+    grandchild = client.post(
+        "/tokens", json={"role": "agent", "name": "deputy-bot"}, headers=auth(sub_admin.json()["token"])
+    )
+    for agent_token in (minted.json()["token"], grandchild.json()["token"]):
+        rid = _submit(client, agent_token, action="drop_table").json()["id"]
+        own = client.post(f"/confirm/{rid}/approve", json={}, headers=auth(tokens.admin))
+        assert own.status_code == 403 and "minted" in own.json()["error"]
+        assert store.get(rid).status == "pending"
+        # Anyone else with the right may decide it.
+        assert client.post(f"/confirm/{rid}/deny", json={}, headers=auth(tokens.approver)).status_code == 200
+    # Agents from the CLI (or another admin) are the admin's to decide, as before.
+    rid = _submit(client, tokens.agent).json()["id"]
+    assert client.post(f"/confirm/{rid}/approve", json={}, headers=auth(tokens.admin)).status_code == 200
+    assert store.verify_audit().ok

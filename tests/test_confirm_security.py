@@ -4,7 +4,6 @@ what a retried submit returns, and how far one client can push the server."""
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from kindling.confirm.client import ConfirmClient
 from kindling.confirm.policy import Identity
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfirmError, InvalidNameError
-from test_confirm_support import Tokens, auth, daemon_settings, make_tokens, running
+from test_confirm_support import Tokens, auth, card_form, daemon_settings, make_tokens, running, sign_in
 
 
 @pytest.fixture
@@ -137,7 +136,7 @@ def test_long_polls_are_capped_per_token_and_the_client_backs_off(
 @contextmanager
 def _signed_in(client: httpx.Client, token: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=str(client.base_url), timeout=30) as web:
-        assert web.post("/ui/login", data={"token": token}).status_code == 303
+        assert sign_in(web, token).status_code == 303
         yield web
 
 
@@ -145,7 +144,7 @@ def test_the_sign_in_cookie_is_not_the_token_and_dies_with_it(
     client: httpx.Client, tokens: Tokens, store: ConfirmationStore
 ) -> None:
     with httpx.Client(base_url=str(client.base_url), timeout=30) as web:
-        login = web.post("/ui/login", data={"token": tokens.approver})
+        login = sign_in(web, tokens.approver)
         cookie = login.cookies["kindling_confirm"]
         header = login.headers["set-cookie"].lower()
         assert "httponly" in header and "samesite=strict" in header and "max-age=43200" in header
@@ -178,12 +177,12 @@ def test_the_sign_in_cookie_is_not_the_token_and_dies_with_it(
 def test_the_csrf_token_belongs_to_one_sign_in(client: httpx.Client, tokens: Tokens) -> None:
     rid = _submit(client, tokens.agent).json()
     with _signed_in(client, tokens.approver) as first, _signed_in(client, tokens.approver) as second:
-        csrf_first = re.search(r'name="csrf" value="([0-9a-f]+)"', first.get("/ui").text)
-        assert csrf_first
+        fields = card_form(first.get("/ui").text, rid["id"])
         # Another sign-in of the same person has its own cookie, and the first one's CSRF token is
         # no good there.
         assert second.cookies["kindling_confirm"] != first.cookies["kindling_confirm"]
-        form = {"decision": "approve", "digest": rid["digest"], "csrf": csrf_first.group(1)}
+        form = {"decision": "approve", **fields}
+        time.sleep(0.2)  # the page's minimum viewing time in these tests
         assert second.post(f"/ui/decide/{rid['id']}", data=form).status_code == 403
         done = first.post(f"/ui/decide/{rid['id']}", data=form)
         assert done.status_code == 303 and "msg=" not in done.headers["location"]
@@ -230,7 +229,8 @@ def test_the_cookie_is_secure_when_the_public_url_is_https(tmp_path: Path) -> No
     approver = store.create_token("approver", "alice")[1]
     try:
         with running(store.settings, store) as server:
-            login = httpx.post(f"{server.base_url}/ui/login", data={"token": approver})
+            with httpx.Client(base_url=server.base_url) as web:
+                login = sign_in(web, approver)
             assert login.status_code == 303 and "secure" in login.headers["set-cookie"].lower()
     finally:
         store.close()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -60,8 +61,27 @@ def daemon_settings(db: str, **changes: object) -> ConfirmSettings:
         outbox_interval=0.1,
         poll_interval=0.05,
         notify_retry_seconds=0.2,
+        ui_min_view_seconds=0.2,
     )
     return base.with_(**changes)
+
+
+def sign_in(web: httpx.Client, token: str) -> httpx.Response:
+    """Sign in to the web page as a browser does: fetch the form (and its CSRF cookie), post it."""
+    form = web.get("/ui/login")
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+    assert found, form.text[:300]
+    return web.post("/ui/login", data={"token": token, "csrf": found.group(1)})
+
+
+def card_form(page: str, request_id: str) -> dict[str, str]:
+    """The hidden fields of one request's decision form on the page (csrf, digest, shown)."""
+    start = page.index(f'id="req-{request_id}"')
+    end = page.index("</article>", start)
+    card = page[start:end]
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', card))
+    assert {"csrf", "digest", "shown"} <= set(fields), fields
+    return fields
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from kindling.confirm.store import ConfirmationStore
-from test_confirm_support import Tokens, auth, daemon_settings, make_tokens, running
+from test_confirm_support import Tokens, auth, card_form, daemon_settings, make_tokens, running, sign_in
 
 
 @pytest.fixture
@@ -39,47 +40,80 @@ def test_sign_in_rules_and_csrf(daemon: tuple[str, Tokens, ConfirmationStore]) -
     request = _submit(base, tokens.agent, "delete_data", {"table": "users"})
     with httpx.Client(base_url=base) as web:
         assert web.get("/ui").status_code == 303
-        assert web.post("/ui/login", data={"token": tokens.agent}).status_code == 401
-        assert web.post("/ui/login", data={"token": "kct_nope"}).status_code == 401
-        login = web.post("/ui/login", data={"token": tokens.approver})
+        assert sign_in(web, tokens.agent).status_code == 401
+        assert sign_in(web, "kct_nope").status_code == 401
+        # The sign-in form carries its own CSRF token: a post from elsewhere cannot sign a browser
+        # in to someone else's account.
+        assert web.post("/ui/login", data={"token": tokens.approver}).status_code == 403
+        assert web.post("/ui/login", data={"token": tokens.approver, "csrf": "0" * 64}).status_code == 403
+        login = sign_in(web, tokens.approver)
         assert login.status_code == 303 and "httponly" in login.headers["set-cookie"].lower()
         page = web.get("/ui")
         assert page.status_code == 200 and request["id"] in page.text
         assert "Content-Security-Policy" in page.headers
-        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-        assert csrf
-        form = {"decision": "approve", "digest": str(request["digest"]), "reason": ""}
+        fields = card_form(page.text, str(request["id"]))
+        form = {
+            "decision": "approve",
+            "digest": str(request["digest"]),
+            "reason": "",
+            "shown": fields["shown"],
+        }
         # No CSRF token, or a wrong one: refused, and nothing changes.
         assert web.post(f"/ui/decide/{request['id']}", data=form).status_code == 403
         assert web.post(f"/ui/decide/{request['id']}", data={**form, "csrf": "0" * 64}).status_code == 403
         assert store.get(str(request["id"])).status == "pending"
+        csrf = fields["csrf"]
+        # Posted the moment the card was rendered: refused, a card must be seen before it counts.
+        early = web.post(f"/ui/decide/{request['id']}", data={**form, "csrf": csrf})
+        assert early.status_code == 409 and store.get(str(request["id"])).status == "pending"
+        # A made-up render time is refused too.
+        forged = {**form, "csrf": csrf, "shown": "1000." + "0" * 64}
+        assert web.post(f"/ui/decide/{request['id']}", data=forged).status_code == 400
+        time.sleep(store.settings.ui_min_view_seconds)
         # A stale digest (the request is not what the page showed) is refused too.
-        stale = web.post(
-            f"/ui/decide/{request['id']}", data={**form, "csrf": csrf.group(1), "digest": "f" * 64}
-        )
-        assert stale.status_code == 412
-        done = web.post(f"/ui/decide/{request['id']}", data={**form, "csrf": csrf.group(1)})
+        stale = web.post(f"/ui/decide/{request['id']}", data={**form, "csrf": csrf, "digest": "f" * 64})
+        assert stale.status_code == 400
+        done = web.post(f"/ui/decide/{request['id']}", data={**form, "csrf": csrf})
         assert done.status_code == 303
         assert store.get(str(request["id"])).decided_by == "alice"
         history = web.get("/ui").text
         assert "approved" in history
         # Deny with a reason from the page.
         other = _submit(base, tokens.agent, "shutdown_service", {"host": "db-1"})
-        page = web.get("/ui").text
-        assert other["id"] in page and "db-1" in page
+        page = web.get("/ui")
+        assert other["id"] in page.text and "db-1" in page.text
+        time.sleep(store.settings.ui_min_view_seconds)
         denied = web.post(
             f"/ui/decide/{other['id']}",
             data={
+                **card_form(page.text, str(other["id"])),
                 "decision": "deny",
-                "digest": str(other["digest"]),
                 "reason": "maintenance window is Sunday",
-                "csrf": csrf.group(1),
             },
         )
         assert denied.status_code == 303
         record = store.get(str(other["id"]))
         assert record.status == "denied" and record.reason == "maintenance window is Sunday"
         assert "maintenance window is Sunday" in web.get("/ui").text
+        # The page's poll carries ids only, and nothing at all when nothing changed.
+        third = _submit(base, tokens.agent, "rotate_keys", {"key": "x" * 50_000})
+        state = web.get("/ui/pending")
+        assert state.status_code == 200 and state.json()["ids"] == [third["id"]] and len(state.content) < 200
+        assert web.get("/ui/pending", params={"known": state.json()["version"]}).status_code == 204
+        cards = web.get("/ui/cards", params={"ids": f"{third['id']},cr_unknown"})
+        assert cards.text.count('class="request"') == 1 and third["id"] in cards.text
+        # Signing out ends the sign-in on the server: the old cookie and its CSRF token stop working.
+        page = web.get("/ui")
+        old_cookie = web.cookies["kindling_confirm"]
+        fields = card_form(page.text, str(third["id"]))
+        assert web.post("/ui/logout", data={"csrf": fields["csrf"]}).status_code == 303
+    with httpx.Client(base_url=base) as replay:
+        replay.cookies.set("kindling_confirm", old_cookie, path="/ui")
+        assert replay.get("/ui").status_code == 303
+        assert replay.get("/ui/pending").status_code == 401
+        time.sleep(store.settings.ui_min_view_seconds)
+        again = replay.post(f"/ui/decide/{third['id']}", data={**fields, "decision": "approve"})
+        assert again.status_code == 401 and store.get(str(third["id"])).status == "pending"
     # Without the cookie, the fragment and the decision are refused.
     assert httpx.get(f"{base}/ui/pending").status_code == 401
     assert httpx.post(f"{base}/ui/decide/{request['id']}", data=form).status_code == 401
@@ -114,8 +148,11 @@ def test_browser_signs_in_sees_details_and_approves(daemon: tuple[str, Tokens, C
             details = card.locator("pre.details").inner_text()
             assert details.count("line of the migration plan") == 400
             expect(card.locator("code.digest")).to_have_text(str(first["digest"]))
-            # A request submitted while the page is open appears without a reload.
+            # A request submitted while the page is open is announced without a reload, and shown
+            # when the approver asks.
             second = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
+            expect(page.locator("#changes")).to_be_visible(timeout=10_000)
+            page.click("#apply-changes")
             expect(page.locator(f"#req-{second['id']}")).to_be_visible(timeout=10_000)
             # A form post from the signed-in browser session but without the CSRF token is refused.
             forged = page.request.post(
@@ -134,3 +171,98 @@ def test_browser_signs_in_sees_details_and_approves(daemon: tuple[str, Tokens, C
     api = httpx.get(f"{base}/confirm/{first['id']}", headers=auth(tokens.agent)).json()
     assert api["status"] == "approved" and api["decided_by"] == "alice" and api["reason"] == "plan reviewed"
     assert store.get(str(second["id"])).status == "pending"
+
+
+def _launch(p: object) -> object:
+    return p.chromium.launch(  # type: ignore[attr-defined]
+        executable_path=shutil.which("chromium"),
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+        ],
+    )
+
+
+@pytest.mark.browser
+def test_a_request_expiring_under_the_pointer_never_moves_another_under_it(
+    daemon: tuple[str, Tokens, ConfirmationStore],
+) -> None:
+    """Issue 13 item 11: an agent times request A's expiry so B's Approve slides under the cursor."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, tokens, store = daemon
+    doomed = httpx.post(
+        f"{base}/confirm",
+        json={"action": "read_logs", "description": "Read the logs", "timeout_seconds": 3},
+        headers=auth(tokens.agent),
+    ).json()
+    target = _submit(base, tokens.agent2, "wipe_database", {"cmd": "rm -rf /var/lib/postgresql/*"})
+    with sync_playwright() as p:
+        browser = _launch(p)
+        try:
+            page = browser.new_page()  # type: ignore[attr-defined]
+            page.goto(f"{base}/ui/login#token={tokens.approver}")
+            page.click("#signin")
+            first = page.locator(f"#req-{doomed['id']}")
+            expect(first.locator("button.approve")).to_be_enabled()
+            box = first.locator("button.approve").bounding_box()
+            assert box is not None
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            page.mouse.move(x, y)
+            # A expires while the pointer rests on its Approve button.
+            expect(first).to_have_class(re.compile(r"\bgone\b"), timeout=10_000)
+            assert store.get(str(doomed["id"])).status == "expired"
+            # Nothing moved: A's greyed-out card is still where the pointer is, and a new request is
+            # announced instead of being inserted.
+            late = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
+            expect(page.locator("#changes")).to_be_visible(timeout=10_000)
+            expect(page.locator("#changes-text")).to_contain_text("1 new request")
+            assert page.locator(f"#req-{late['id']}").count() == 0
+            after = first.locator("button.approve").bounding_box()
+            assert after is not None and (after["x"], after["y"]) == (box["x"], box["y"])
+            page.mouse.click(x, y)
+            page.wait_for_timeout(300)  # time for any navigation a click could have started
+            assert store.get(str(target["id"])).status == "pending"
+            assert store.get(str(doomed["id"])).status == "expired"
+            # Applying the changes is the approver's own act; the card that then moves under the
+            # pointer cannot be decided until it has stood still for the minimum time.
+            page.click("#apply-changes")
+            expect(page.locator(f"#req-{doomed['id']}")).to_have_count(0)
+            expect(page.locator(f"#req-{late['id']}")).to_be_visible()
+            page.mouse.click(x, y)
+            page.wait_for_timeout(300)
+            assert store.get(str(target["id"])).status == "pending"
+            # Once it has been seen, the same click decides the request it lands on, as it should.
+            card = page.locator(f"#req-{target['id']}")
+            expect(card.locator("button.approve")).to_be_enabled()
+            card.locator("button.approve").click()
+            expect(page.locator("#notice")).to_contain_text("wipe_database approved")
+        finally:
+            browser.close()  # type: ignore[attr-defined]
+    assert store.get(str(target["id"])).status == "approved"
+    assert store.get(str(late["id"])).status == "pending"
+
+
+@pytest.mark.browser
+def test_misleading_characters_are_marked_on_the_page(daemon: tuple[str, Tokens, ConfirmationStore]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, tokens, _store = daemon
+    sneaky = _submit(
+        base, tokens.agent, "restore_backup", {"bucket": "acme-backups-st\u0430ging", "env\u200b": "prod"}
+    )
+    with sync_playwright() as p:
+        browser = _launch(p)
+        try:
+            page = browser.new_page()  # type: ignore[attr-defined]
+            page.goto(f"{base}/ui/login#token={tokens.approver}")
+            page.click("#signin")
+            card = page.locator(f"#req-{sneaky['id']}")
+            expect(card.locator(".warning")).to_contain_text("2 characters")
+            expect(card.locator("mark.lookalike")).to_have_attribute("title", "U+0430 lookalike")
+            expect(card.locator("mark.invisible")).to_have_text("[U+200B]")
+        finally:
+            browser.close()  # type: ignore[attr-defined]

@@ -92,6 +92,15 @@ def session_cookie(secret: str, token_id: str, expires_at: int, nonce: str | Non
 
 def read_session_cookie(secret: str, value: str | None, now: float) -> str | None:
     """Return the token id a sign-in cookie stands for, or None when it is forged or expired."""
+    found = read_session(secret, value, now)
+    return found[0] if found else None
+
+
+def read_session(secret: str, value: str | None, now: float) -> tuple[str, str] | None:
+    """Return ``(token_id, nonce)`` of a sign-in cookie, or None when it is forged or expired.
+
+    The nonce names the sign-in on the server, where signing out ends it.
+    """
     parts = (value or "").split(".")
     # ASCII digits only, and few: str.isdigit() accepts "²", and int() refuses 5,000 digits.
     if len(parts) != 4 or not _EXPIRY_RE.match(parts[1]) or len(parts[0]) > 40 or len(parts[2]) > 32:
@@ -101,7 +110,12 @@ def read_session_cookie(secret: str, value: str | None, now: float) -> str | Non
         return None
     if not hmac.compare_digest(session_cookie(secret, token_id, int(expires), nonce), value or ""):
         return None
-    return token_id
+    return token_id, nonce
+
+
+def login_csrf_token(secret: str, nonce: str) -> str:
+    """Return the CSRF token of the sign-in form, bound to the pre-sign-in cookie's ``nonce``."""
+    return hmac.new(secret.encode("utf-8"), f"login:{nonce}".encode(), hashlib.sha256).hexdigest()
 
 
 def check_csrf(secret: str, token_id: str, presented: str | None) -> bool:

@@ -82,6 +82,9 @@ class ConfirmSettings:
     # How often a long poll re-reads the database, for decisions made by another daemon; decisions
     # made by this one wake it at once.
     poll_interval: float = 1.0
+    # How long a request's card must have been on the approvers' page before a click on it counts,
+    # so a card that has just appeared (or moved) cannot catch a click meant for another.
+    ui_min_view_seconds: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -389,6 +389,17 @@ class ConfirmationStore:
             rows = conn.execute(query.order_by(order).limit(max(1, limit))).all()
         return [self._row_to_request(r) for r in rows]
 
+    def pending_ids(self, limit: int = 500) -> list[str]:
+        """Return the ids of pending requests, oldest first (for the page's cheap poll)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(t.requests.c.id)
+                .where(t.requests.c.status == "pending")
+                .order_by(t.requests.c.created_at.asc())
+                .limit(max(1, limit))
+            ).scalars()
+            return [str(r) for r in rows]
+
     def decide(
         self,
         request_id: str,
@@ -416,6 +427,12 @@ class ConfirmationStore:
                 )
             if row.requester_token == identity.token_id:
                 raise ConfirmError("The requester of a request can never decide it.", status_code=403)
+            if identity.token_id in self._minters(conn, row.requester_token):
+                raise ConfirmError(
+                    "You minted the token that asked (or the token that minted it); another approver "
+                    "must decide.",
+                    status_code=403,
+                )
             if digest is not None and digest != row.digest:
                 raise ConfirmError(
                     "The request differs from what you were shown (digest mismatch); reload and decide again.",
@@ -449,6 +466,18 @@ class ConfirmationStore:
             expired_now = row.status == "pending" and self._expire_one(conn, request_id, now)
         status = "expired" if expired_now else row.status
         raise ConfirmError(f"Request {request_id} is already {status}.", status_code=409)
+
+    @staticmethod
+    def _minters(conn: Connection, token_id: str) -> set[str]:
+        """The ids of the tokens that minted ``token_id``, its minter's minter, and so on."""
+        found: set[str] = set()
+        current: str | None = token_id
+        while current and len(found) < 64:
+            current = conn.execute(sa.select(t.tokens.c.created_by).where(t.tokens.c.id == current)).scalar()
+            if not current or current in found:
+                break
+            found.add(current)
+        return found
 
     def _expire_one(self, conn: Connection, request_id: str, now: float) -> bool:
         result = conn.execute(
@@ -536,9 +565,13 @@ class ConfirmationStore:
         }
 
     # -- tokens ---------------------------------------------------------------------------
-    def create_token(self, role: str, name: str, *, actor: str = "cli") -> tuple[TokenInfo, str]:
+    def create_token(
+        self, role: str, name: str, *, actor: str = "cli", minted_by: str | None = None
+    ) -> tuple[TokenInfo, str]:
         """Create a token; return its record and the raw secret (shown once, stored hashed).
 
+        ``minted_by`` is the id of the token that asked (through the API): that token, and any
+        that minted it, can never decide the new token's requests.
         Raises InvalidNameError for a bad role or name, ConfirmError(409) when the name is taken.
         """
         policy.validate_role(role)
@@ -559,9 +592,13 @@ class ConfirmationStore:
                     token_hash=policy.hash_token(raw),
                     created_at=info.created_at,
                     revoked_at=None,
+                    created_by=minted_by,
                 )
             )
-            self._audit(conn, "token_created", None, actor, {"name": name, "role": role, "token_id": info.id})
+            data = {"name": name, "role": role, "token_id": info.id}
+            if minted_by:
+                data["minted_by"] = minted_by
+            self._audit(conn, "token_created", None, actor, data)
         return info, raw
 
     def bootstrap_admin(self, name: str = "admin") -> str | None:
@@ -678,6 +715,43 @@ class ConfirmationStore:
                 sa.select(t.tokens).where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
             ).first()
         return policy.Identity(row.id, row.name, row.role) if row else None
+
+    # -- web sessions ---------------------------------------------------------------------
+    def open_web_session(self, token_id: str, expires_at: float) -> str:
+        """Record a web sign-in of ``token_id`` until ``expires_at``; return its nonce (for the cookie)."""
+        nonce = secrets.token_hex(16)
+        with self._write() as conn:
+            now = time.time()
+            # Sign-ins past their expiry are of no use to anyone: drop them as new ones arrive.
+            conn.execute(t.web_sessions.delete().where(t.web_sessions.c.expires_at < now - 86400))
+            conn.execute(
+                t.web_sessions.insert().values(
+                    nonce=nonce, token_id=token_id, created_at=now, expires_at=expires_at, ended_at=None
+                )
+            )
+        return nonce
+
+    def web_session_live(self, nonce: str, token_id: str, now: float | None = None) -> bool:
+        """True when the sign-in ``nonce`` of ``token_id`` exists, has not expired and was not ended."""
+        when = time.time() if now is None else now
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(t.web_sessions.c.token_id).where(
+                    t.web_sessions.c.nonce == nonce,
+                    t.web_sessions.c.ended_at.is_(None),
+                    t.web_sessions.c.expires_at > when,
+                )
+            ).first()
+        return row is not None and row.token_id == token_id
+
+    def end_web_session(self, nonce: str) -> None:
+        """End a web sign-in: its cookie and CSRF token stop working at once, on every daemon."""
+        with self._write() as conn:
+            conn.execute(
+                t.web_sessions.update()
+                .where(t.web_sessions.c.nonce == nonce, t.web_sessions.c.ended_at.is_(None))
+                .values(ended_at=time.time())
+            )
 
     # -- whitelist ------------------------------------------------------------------------
     def _matching_rule(self, conn: Connection, action: str, session_key: str | None) -> WhitelistRule | None:

@@ -53,7 +53,21 @@ tokens = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("revoked_at", sa.Double),
+    # The token that minted this one through the API (None: the CLI, or the first-start admin).
+    sa.Column("created_by", sa.String(40)),
 )
+
+# Web sign-ins, so that signing out ends one on the server (its cookie and CSRF token die with it).
+web_sessions = sa.Table(
+    "confirm_web_sessions",
+    metadata,
+    sa.Column("nonce", sa.String(32), primary_key=True),
+    sa.Column("token_id", sa.String(40), nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("expires_at", sa.Double, nullable=False),
+    sa.Column("ended_at", sa.Double),
+)
+sa.Index("ix_confirm_web_sessions_expires", web_sessions.c.expires_at)
 
 whitelist = sa.Table(
     "confirm_whitelist",
@@ -192,10 +206,25 @@ def m005_fast_paths(conn: Connection) -> None:
             )
 
 
+def m006_web_sessions(conn: Connection) -> None:
+    """Record web sign-ins, so that signing out revokes one on the server."""
+    web_sessions.create(conn, checkfirst=True)
+    for index in web_sessions.indexes:
+        index.create(conn, checkfirst=True)
+
+
+def m007_token_minter(conn: Connection) -> None:
+    """Remember which token minted each token, so an admin cannot decide its own agents' requests."""
+    if "created_by" not in {c["name"] for c in sa.inspect(conn).get_columns("confirm_tokens")}:
+        conn.exec_driver_sql("ALTER TABLE confirm_tokens ADD COLUMN created_by VARCHAR(40)")
+
+
 MIGRATIONS = (
     m001_initial,
     m002_append_only_audit,
     m003_requester_label,
     m004_audit_no_truncate,
     m005_fast_paths,
+    m006_web_sessions,
+    m007_token_minter,
 )

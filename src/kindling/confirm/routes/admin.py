@@ -28,7 +28,9 @@ async def create_token(
 ) -> JSONResponse:
     """Create a token; 201 with ``token`` (shown once), 409 when the name is taken."""
     body = await read_body(request, TokenBody, max_bytes=settings.max_body_bytes)
-    info, raw = await run_in_threadpool(lambda: store.create_token(body.role, body.name, actor=identity.name))
+    info, raw = await run_in_threadpool(
+        lambda: store.create_token(body.role, body.name, actor=identity.name, minted_by=identity.token_id)
+    )
     return JSONResponse({**info.__dict__, "token": raw}, status_code=201)
 
 
