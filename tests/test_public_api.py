@@ -14,7 +14,7 @@ EXPECTED_PUBLIC = {
     # errors
     "KindlingError", "ConfigError", "InvalidNameError", "NotFoundError", "SourceError", "UnknownFormatError",
     "StoreError", "TemplateError", "ConversationError", "EndpointError", "ReviewError", "ConfirmError",
-    "ScheduleError", "ModelContextError", "__version__",
+    "ScheduleError", "ModelContextError", "ToolCallError", "__version__",
     # sessions
     "Session", "Message", "ToolCall", "ReadReport", "iter_sessions", "detect_format", "find_session",
     "generate_sample_db",

@@ -24,6 +24,7 @@ from kindling.errors import (
     SourceError,
     StoreError,
     TemplateError,
+    ToolCallError,
     UnknownFormatError,
 )
 
@@ -163,6 +164,7 @@ __all__ = [
     "TemplateStore",
     "Tool",
     "ToolCall",
+    "ToolCallError",
     "ToolRegistry",
     "UnknownFormatError",
     "WarmResult",
