@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kindling.errors import SourceError, UnknownFormatError
+from kindling.errors import FormatMismatchError, SourceError, UnknownFormatError
 from kindling.sessions import ReadReport, Session, detect_format, generate_sample_db, iter_sessions
 
 
@@ -406,8 +406,12 @@ def test_tau2_parallel_and_user_side_calls(tmp_path: Path) -> None:
 
 def test_format_can_be_forced_and_must_be_known(tmp_path: Path) -> None:
     path = jsonl(tmp_path / "chat.jsonl", CHAT)
-    sessions, report = read(path, "sharegpt")
-    assert sessions == [] and report.skipped == {"malformed_record": 1}
+    # Forced into a format that reads nothing of it: one error that says so (and what it looks
+    # like), with what was skipped still counted.
+    report = ReadReport()
+    with pytest.raises(FormatMismatchError, match=r"could be read as sharegpt.*looks like openai"):
+        list(iter_sessions(path, "sharegpt", report=report))
+    assert report.sessions == 0 and report.skipped == {"malformed_record": 1}
     with pytest.raises(UnknownFormatError, match="Unknown format 'csv'"):
         iter_sessions(path, "csv")
 

@@ -10,7 +10,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kindling.errors import UnknownFormatError
+from kindling.errors import FormatMismatchError, UnknownFormatError
 from kindling.sessions import FORMATS, ReadReport, iter_sessions
 from kindling.sessions.taubench import document_format
 
@@ -107,6 +107,11 @@ def test_any_content_reads_without_raising(data: st.DataObject, fmt: str, garbag
             assert fmt in ("tau-bench", "tau2-bench")
             assert document_format(orjson.loads(payload)) != fmt
             assert "\n" not in str(exc)
+            return
+        except FormatMismatchError as exc:
+            # Forced, and nothing of it read: one error naming the format, never a silent 0.
+            assert report.sessions == 0 and sum(report.skipped.values()) > 0
+            assert f"could be read as {fmt}" in str(exc) and "\n" not in str(exc)
             return
     assert report.sessions == len(sessions)
     assert report.messages == sum(len(s.messages) for s in sessions)

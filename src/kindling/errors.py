@@ -9,7 +9,8 @@ SQLAlchemy, httpx, openai) are translated into these at the boundary, never leak
     ├── InvalidNameError               a name that would become a path is unsafe (.name, .kind)
     ├── NotFoundError                  a named thing does not exist (.kind, .name)
     ├── SourceError                    a session source cannot be opened or read (.path); exit 2
-    │   └── UnknownFormatError         the format of a source cannot be detected
+    │   ├── UnknownFormatError         the format of a source cannot be detected
+    │   └── FormatMismatchError        nothing of a source could be read in the format forced on it
     ├── StoreError                     a store (file, SQLite, PostgreSQL) failed (.path)
     ├── TemplateError                  a template is invalid or cannot be saved (.template)
     ├── ConversationError              a conversation breaks the tool-call protocol
@@ -75,6 +76,10 @@ class SourceError(KindlingError):
 
 class UnknownFormatError(SourceError):
     """The format of a source could not be detected; ``--format`` forces one."""
+
+
+class FormatMismatchError(SourceError):
+    """A source read in a forced ``--format`` gave no session, only skipped records."""
 
 
 class StoreError(KindlingError):

@@ -31,7 +31,12 @@ def review_command(
             help="Where the session lives: a Hermes state.db, a postgresql:// URL or a session file."
         ),
     ],
-    session: Annotated[str, typer.Option("--session", "-s", help="The id of the session to review.")],
+    session: Annotated[
+        str,
+        typer.Option(
+            "--session", "-s", help="The id of the session to review; 'latest' is the one that started last."
+        ),
+    ],
     base_url: Annotated[
         str,
         typer.Option(

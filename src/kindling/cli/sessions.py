@@ -48,8 +48,17 @@ def sessions_command(
         ),
     ] = None,
     show: Annotated[
-        str | None, typer.Option("--show", help="Print the session with this id readably.")
+        str | None,
+        typer.Option("--show", help="Print the session with this id readably ('latest': the newest)."),
     ] = None,
+    list_sessions: Annotated[
+        bool,
+        typer.Option(
+            "--list",
+            "-l",
+            help="List the sessions: id, started, source, messages, calls, failures, first request.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Count what each source holds: sessions, messages, tool calls, tool results, skipped by reason.
@@ -64,18 +73,25 @@ def sessions_command(
 
       kindling sessions trajectories.jsonl.gz results.json --json
 
+      kindling sessions ~/.hermes --list
+
       kindling sessions ~/.hermes --show 20260105_101500_a1b2c3
+
+      kindling sessions ~/.hermes --show latest
     """
     from kindling.config import hermes_state_db
-    from kindling.sessions import summarize_source
+    from kindling.sessions import find_session_in, summarize_source
 
     paths: list[str] = list(sources) if sources else [str(hermes_state_db())]
     if show is not None:
-        session = _find_in(paths, show, format)
+        _source, session = find_session_in(paths, show, format)
         if json_output:
             print_json(session.as_dict())
         else:
             _print_session(session)
+        return
+    if list_sessions:
+        _list(paths, format, json_output=json_output)
         return
 
     results: list[dict[str, Any]] = []
@@ -99,16 +115,76 @@ def sessions_command(
     _print_table(results, totals)
 
 
-def _find_in(paths: list[str], session_id: str, format: str | None) -> Any:
-    from kindling.errors import NotFoundError
-    from kindling.sessions import find_session
+def _list(paths: list[str], format: str | None, *, json_output: bool) -> None:
+    from kindling.mining.listing import list_sessions
+    from kindling.sessions import ReadReport, iter_sessions
 
+    report = ReadReport()
+    rows: list[dict[str, Any]] = []
     for source in paths:
-        try:
-            return find_session(source, session_id, format)
-        except NotFoundError:
-            continue
-    raise NotFoundError(f"No session {session_id!r} in {', '.join(paths)}.", kind="session", name=session_id)
+        for listing in list_sessions(iter_sessions(source, format, report=report)):
+            rows.append({**listing.as_dict(), "path": source})
+    if json_output:
+        print_json({"sessions": rows, "skipped": dict(sorted(report.skipped.items()))})
+        return
+    _print_list(rows, multiple=len(paths) > 1)
+    if report.skipped:
+        skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(report.skipped.items()))
+        console.print(f"Skipped: {skipped}", markup=False, highlight=False)
+
+
+def _print_list(rows: list[dict[str, Any]], *, multiple: bool) -> None:
+    """Two lines a session: id, started, source and counts; under them, the first request.
+
+    The id is what the reader came for, so it is never cut; at 80 columns the source column gives
+    way first, then the time of day. The request takes the whole width of its own line.
+    """
+    width = max(40, console.width)
+    ids = [row["id"] for row in rows]
+    w_id = max([2, *(len(i) for i in ids)])
+    w_source = max([6, *(len(row["source"]) for row in rows)])
+    counts = ("msgs", "calls", "fail")
+    w_counts = [
+        max([len(label), *(len(f"{row[key]:,}") for row in rows)])
+        for label, key in zip(counts, ("messages", "calls", "failures"), strict=True)
+    ]
+    with_time = True
+
+    def used() -> int:
+        return w_id + 2 + (16 if with_time else 10) + 2 + w_source + sum(w + 1 for w in w_counts)
+
+    if used() > width:
+        w_source = max(6, w_source - (used() - width))
+    if used() > width:
+        with_time = False
+    w_started = 16 if with_time else 10
+
+    def line(cells: list[str]) -> str:
+        first, started, source, *numbers = cells
+        source = source if len(source) <= w_source else source[: w_source - 1] + "…"
+        text = f"{first:<{w_id}}  {started:<{w_started}}  {source:<{w_source}}"
+        return text + "".join(f" {n:>{w}}" for n, w in zip(numbers, w_counts, strict=True))
+
+    console.print(f"{len(rows):,} sessions", style="bold", highlight=False)
+    console.print(line(["id", "started", "source", *counts]), style="bold", markup=False, highlight=False)
+    console.print("    first request", style="dim", markup=False, highlight=False)
+    for row in rows:
+        started = _started(row["started_at"])
+        cells = [row["id"], started if with_time else started[:10], row["source"]]
+        cells += [f"{row[key]:,}" for key in ("messages", "calls", "failures")]
+        console.print(line(cells), markup=False, highlight=False, overflow="fold")
+        request = row["first_request"] or "-"
+        if len(request) > width - 4:
+            request = request[: width - 5] + "…"
+        console.print(f"    {request}", style="dim", markup=False, highlight=False, no_wrap=True)
+    if multiple:
+        console.print("(--json names the source of each session)", style="dim")
+
+
+def _started(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -128,18 +128,6 @@ def run_prompt_job(job: Job) -> RunOutcome:
     return RunOutcome("ok", response=result.final_text or "", warnings=warnings)
 
 
-def _latest_session_id(source: str) -> str:
-    from kindling.sessions import iter_sessions
-
-    latest: Any = None
-    for session in iter_sessions(source):
-        if latest is None or (session.started_at or 0) >= (latest.started_at or 0):
-            latest = session
-    if latest is None:
-        raise ConfigError(f"No sessions in {source} to review.")
-    return str(latest.id)
-
-
 def run_review_job(job: Job) -> RunOutcome:
     """Review one session (``args.session_id``, or ``latest``) from ``args.source`` (default: Hermes).
 
@@ -156,10 +144,10 @@ def run_review_job(job: Job) -> RunOutcome:
         return RunOutcome("error", error=str(exc))
     try:
         source = str(job.args.get("source") or hermes_state_db())
-        session_id = str(job.args.get("session_id") or "latest")
-        if session_id == "latest":
-            session_id = _latest_session_id(source)
         from kindling.review import review_session
+        from kindling.sessions import resolve_session_id
+
+        session_id = resolve_session_id(source, str(job.args.get("session_id") or "latest"))
 
         outcome = review_session(
             source,

@@ -174,9 +174,9 @@ def mine_sources(
         shards, count = _plan(resolved, workers)
     if len(shards) < 2:
         # One process, exactly as mine(iter_sessions(...)) always did.
-        streams = [
-            iter_sessions(source, fmt, report=report) for source, fmt in zip(resolved, formats, strict=True)
-        ]
+        # The format as given (None: detect it), so a source that reads as nothing in a format forced
+        # on it is an error (FormatMismatchError), while a detected one is read as before.
+        streams = [iter_sessions(source, format, report=report) for source in resolved]
         return mine(_chained(streams, on_progress), report=report, config=config, **filters)
 
     partial_filters = {

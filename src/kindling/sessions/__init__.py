@@ -18,15 +18,20 @@ from kindling.sessions.sample import (
 )
 from kindling.sessions.sources import (
     FORMATS,
+    LATEST,
     detect_format,
     find_session,
+    find_session_in,
     iter_sessions,
+    latest_session,
+    resolve_session_id,
     resolve_source,
     summarize_source,
 )
 
 __all__ = [
     "FORMATS",
+    "LATEST",
     "ROLES",
     "Message",
     "ReadReport",
@@ -36,9 +41,12 @@ __all__ = [
     "default_sample_path",
     "detect_format",
     "find_session",
+    "find_session_in",
     "generate_sample_db",
     "is_sample_db",
     "iter_sessions",
+    "latest_session",
+    "resolve_session_id",
     "resolve_source",
     "sample_info",
     "sample_task_types",

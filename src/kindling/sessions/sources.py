@@ -8,13 +8,14 @@ detected from the content, never from the file name alone; ``format=`` forces on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kindling.errors import NotFoundError, SourceError, UnknownFormatError
+from kindling.errors import FormatMismatchError, NotFoundError, SourceError, UnknownFormatError
 from kindling.sessions.files import LEADING_BYTES, PEEK_BYTES, SQLITE_MAGIC, peek, read_document
 from kindling.sessions.model import ReadReport, Session
 
@@ -270,7 +271,8 @@ def iter_sessions(
     """Stream the sessions of ``source`` in the canonical model.
 
     ``format`` forces one of FORMATS (None detects it). Every session yielded and every malformed
-    thing skipped is counted in ``report``. The source is opened before this returns, so a missing,
+    thing skipped is counted in ``report``. When a forced format reads nothing of a file (no
+    session, only skipped records), the stream ends with FormatMismatchError. The source is opened before this returns, so a missing,
     unreadable, locked or corrupt source raises SourceError (UnknownFormatError when the format
     cannot be detected) here rather than midway through the stream.
     """
@@ -295,7 +297,7 @@ def iter_sessions(
         return read_hermes_postgres(resolved, counts)
     sessions = _reader(fmt)(resolved, counts)
     # The Hermes and proxy readers count sessions, messages, calls and results as they build them.
-    return sessions if fmt in (HERMES, PROXY) else _counted(sessions, counts)
+    return sessions if fmt in (HERMES, PROXY) else _counted(sessions, counts, resolved, format)
 
 
 def _shown(source: str | Path) -> str:
@@ -307,10 +309,35 @@ def _shown(source: str | Path) -> str:
     return str(source)
 
 
-def _counted(sessions: Iterator[Session], report: ReadReport) -> Iterator[Session]:
+def _counted(
+    sessions: Iterator[Session], report: ReadReport, path: Path, forced: str | None
+) -> Iterator[Session]:
+    before_sessions, before_skipped = report.sessions, report.skipped.copy()
     for session in sessions:
         report.add_session(session)
         yield session
+    if forced is not None and report.sessions == before_sessions:
+        skipped = report.skipped - before_skipped
+        if skipped:
+            raise _mismatch(path, forced, skipped)
+
+
+def _mismatch(path: Path, forced: str, skipped: Counter[str]) -> FormatMismatchError:
+    """The error for a source of which nothing could be read in the format forced on it."""
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in skipped.most_common(3))
+    try:
+        detected: str | None = detect_format(path)
+    except SourceError:
+        detected = None
+    if detected is not None and detected != forced:
+        hint = f"its content looks like {detected}: drop --format to read it as that"
+    else:
+        hint = "check the file, or drop --format to detect its format"
+    return FormatMismatchError(
+        f"Nothing in {path} could be read as {forced}: 0 sessions, {sum(skipped.values()):,} "
+        f"skipped ({reasons}); {hint}.",
+        path=path,
+    )
 
 
 def summarize_source(
@@ -327,18 +354,78 @@ def summarize_source(
     resolved = resolve_source(source)
     fmt = format or detect_format(resolved)
     report = ReadReport()
-    for _ in iter_sessions(resolved, fmt, report=report):
+    for _ in iter_sessions(resolved, format, report=report):
         if on_session is not None:
             on_session(report)
     return fmt, report
 
 
+#: The session id that names a source's most recent session, wherever a session id is accepted.
+LATEST = "latest"
+
+
+def latest_session(sessions: Iterable[Session]) -> Session | None:
+    """Return the session that started last (among equal or missing start times, the last read)."""
+    latest: Session | None = None
+    for session in sessions:
+        if latest is None or (session.started_at or 0.0) >= (latest.started_at or 0.0):
+            latest = session
+    return latest
+
+
+def find_session_in(
+    sources: Iterable[str | Path], session_id: str, format: str | None = None
+) -> tuple[str | Path, Session]:
+    """Return ``(source, session)`` for the session with id ``session_id`` in the first source holding it.
+
+    ``"latest"`` names the session that started last across all the sources. Raises NotFoundError
+    when none holds it, SourceError when a source cannot be read.
+    """
+    given = list(sources)
+    if session_id == LATEST:
+        newest: tuple[str | Path, Session] | None = None
+        for source in given:
+            candidate = latest_session(iter_sessions(source, format))
+            if candidate is not None and (
+                newest is None or (candidate.started_at or 0.0) >= (newest[1].started_at or 0.0)
+            ):
+                newest = (source, candidate)
+        if newest is None:
+            shown = ", ".join(_shown(source) for source in given)
+            raise NotFoundError(f"No sessions in {shown}, so no latest one.", kind="session", name=session_id)
+        return newest
+    for source in given:
+        try:
+            return source, find_session(source, session_id, format)
+        except NotFoundError:
+            continue
+    shown = ", ".join(_shown(source) for source in given)
+    raise NotFoundError(f"No session {session_id!r} in {shown}.", kind="session", name=session_id)
+
+
+def resolve_session_id(source: str | Path, session_id: str, format: str | None = None) -> str:
+    """Return ``session_id``, or the id of the source's most recent session when it is ``"latest"``.
+
+    Raises NotFoundError when the source holds no session, SourceError when it cannot be read.
+    """
+    if session_id != LATEST:
+        return session_id
+    return find_session(source, LATEST, format).id
+
+
 def find_session(source: str | Path, session_id: str, format: str | None = None) -> Session:
-    """Return the session with id ``session_id`` from ``source``.
+    """Return the session with id ``session_id`` from ``source`` (``"latest"``: the one that started last).
 
     Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
     """
     resolved = resolve_source(source)
+    if session_id == LATEST:
+        latest = latest_session(iter_sessions(resolved, format))
+        if latest is None:
+            raise NotFoundError(
+                f"No sessions in {_shown(source)}, so no latest one.", kind="session", name=session_id
+            )
+        return latest
     fmt = format or detect_format(resolved)
     if fmt == HERMES:
         # Hermes databases can be asked for the one session instead of scanning them all.
@@ -355,7 +442,7 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
 
         sessions = read_recorded(resolved, ReadReport(), session_id=session_id)
     else:
-        sessions = iter_sessions(resolved, fmt)
+        sessions = iter_sessions(resolved, format)
     for session in sessions:
         if session.id == session_id:
             return session
