@@ -30,6 +30,7 @@ DATABASE_ERROR = "database_error"
 # Well formed, but stored twice or added by Hermes itself (see kindling.sessions.hermes)
 COMPACTION_COPY = "compaction_copy"
 COMPACTION_SUMMARY = "compaction_summary"
+RECORDING_GAP = "recording_gap"
 
 #: Every skip reason, with what it means (the table in docs/sessions.md says the same).
 SKIP_REASONS: dict[str, str] = {
@@ -51,4 +52,5 @@ SKIP_REASONS: dict[str, str] = {
     DATABASE_ERROR: "a database that failed midway (what was read is kept; the read then stops with an error)",
     COMPACTION_COPY: "a Hermes call (or its result) that compaction repeated, already read",
     COMPACTION_SUMMARY: "Hermes's compaction summary: its note about earlier turns, no message",
+    RECORDING_GAP: "messages missing from a proxy recording (a gap in its sequence numbers)",
 }
