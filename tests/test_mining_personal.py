@@ -178,6 +178,22 @@ def test_paths_commands_and_code_are_left_alone(text: str) -> None:
     assert clean.arguments == {"command": text, "path": text}
 
 
+def test_a_value_cut_short_by_truncation_is_still_replaced() -> None:
+    from kindling.mining.patterns import truncate
+
+    result = truncate('{"note": "x", "user_id": "sophia_martin_4574", "more": "y"}', 37)
+    assert result.startswith('{"note": "x", "user_id": "sophia_mart\n…[truncated')
+    clean = SCRUBBER.scrub(_example({"user_id": "sophia_martin_4574"}, result))
+    assert clean.result.startswith('{"note": "x", "user_id": "<user_id_1>\n…[truncated')
+    assert "sophia" not in clean.result
+    # Keyed values in JSON that no longer parses (cut, or inside a log line) are still found.
+    cut = truncate(USER_DETAILS, 300)
+    clean = SCRUBBER.scrub(_example({}, "log: " + cut))
+    for value in ("Sophia", "Martin", "760 Elm Avenue", "77034", "sophia.martin4832@example.com"):
+        assert value not in clean.result, (value, clean.result)
+    assert '"first_name": "<name_1>"' in clean.result
+
+
 def test_short_keyed_values_are_replaced_at_their_key_but_not_in_free_text() -> None:
     clean = SCRUBBER.scrub(_example({"user_id": "7", "page": 7}, '{"user_id": "7", "items": 7}'))
     assert clean.arguments == {"user_id": "<user_id_1>", "page": 7}

@@ -28,7 +28,6 @@ in one call so one customer's id has one placeholder across all its calls::
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -64,6 +63,11 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # "NY" found everywhere would wreck the text around it.
 _MIN_FREE_TEXT = 3
 _MIN_FREE_DIGITS = 4
+# One "key": "string" or "key": number pair of JSON text (escapes inside the string kept as they are).
+_JSON_PAIR = re.compile(r'"([A-Za-z_][\w-]{0,63})"\s*:\s*(?:"((?:[^"\\\n]|\\.){1,200})"|(-?\d[\d.]{0,30}))')
+# What kindling.mining.patterns.truncate leaves after a cut, and a value cut short just before it.
+_CUT_MARK = "\n…[truncated "
+_CUT_VALUE = re.compile(r"(?<![\w@#.+-])([\w@#.+-]{3,})(\n…\[truncated \d+ of \d+ chars\])")
 _MIN_FREE_NAME = 2  # "Li", "Wu": names are matched with their capital, so two letters are safe
 _NAME_TYPES = frozenset({"name"})
 _CASELESS_TYPES = frozenset({"email"})
@@ -193,7 +197,18 @@ class Placeholders:
             found = match.group(0)
             return exact.get(found) or caseless.get(found.lower(), found)
 
-        return regex.sub(swap, value)
+        scrubbed = regex.sub(swap, value)
+        if _CUT_MARK in scrubbed:
+            scrubbed = _CUT_VALUE.sub(self._swap_cut, scrubbed)
+        return scrubbed
+
+    def _swap_cut(self, match: re.Match[str]) -> str:
+        # A result cut to its limit may end inside a value ("…sophia_mar"): the part left is still hers.
+        part = match.group(1)
+        for value, placeholder in self.by_value.items():
+            if len(value) > len(part) and value.startswith(part):
+                return placeholder + match.group(2)
+        return match.group(0)
 
     def value(self, value: Any, key: str | None = None) -> Any:
         """Return JSON-like ``value`` scrubbed: keyed values become their placeholder, texts are scrubbed."""
@@ -234,11 +249,19 @@ class Placeholders:
     def _collect_text(self, text: str, *, parse: bool) -> None:
         if not text:
             return
-        if parse:
-            stripped = text.lstrip()
-            if stripped[:1] in ("{", "["):
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    self._collect_value(orjson.loads(text), None)
+        if parse and '":' in text:
+            try:
+                if text.lstrip()[:1] not in ("{", "["):
+                    raise ValueError("not a JSON document")
+                self._collect_value(orjson.loads(text), None)
+            except ValueError:  # orjson.JSONDecodeError is one
+                # Not JSON as a whole (a result cut to its limit, JSON inside a log line): its
+                # "key": value pairs still say which values are personal.
+                for match in _JSON_PAIR.finditer(text):
+                    kind = self._scrubber.type_of_key(match.group(1))
+                    found = match.group(2) if match.group(2) is not None else match.group(3)
+                    if kind is not None and found:
+                        self._add_keyed(kind, found)
         for kind, regex in self._scrubber._regexes:
             has_group = "value" in regex.groupindex
             for match in regex.finditer(text):
