@@ -19,7 +19,7 @@ from kindling.confirm.settings import HIGH_RISK_ACTIONS
 from kindling.confirm.spoofing import text_warnings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import StoreError
-from test_confirm_support import Tokens, auth, daemon_settings, make_tokens, running
+from test_confirm_support import Tokens, auth, daemon_settings, make_tokens, running, sign_in
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -95,6 +95,10 @@ def test_a_decision_on_a_deep_row_from_before_the_limit_is_not_a_500(
         )
     assert client.get(f"/confirm/{rid}", headers=auth(tokens.approver)).status_code == 200
     assert client.get("/confirm", headers=auth(tokens.approver)).status_code == 200
+    with httpx.Client(base_url=str(client.base_url)) as web:
+        assert sign_in(web, tokens.approver).status_code == 303
+        page = web.get("/ui")
+        assert page.status_code == 200 and rid in page.text
     decided = client.post(f"/confirm/{rid}/deny", json={"reason": "r"}, headers=auth(tokens.approver))
     assert decided.status_code == 200 and store.get(rid).status == "denied"
 
