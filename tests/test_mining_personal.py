@@ -248,6 +248,8 @@ _VALUES = st.one_of(
         st.just("email"), st.from_regex(r"[a-z]{2,8}\.[a-z]{2,8}[0-9]{0,4}@example\.com", fullmatch=True)
     ),
     st.tuples(st.just("customer_id"), st.from_regex(r"[A-Z]{2}[0-9]{5,8}", fullmatch=True)),
+    st.tuples(st.just("last_name"), st.from_regex(r"[A-Z][a-z]{2,9}", fullmatch=True)),
+    st.tuples(st.just("reservation_id"), st.from_regex(r"[A-Z0-9]{6}", fullmatch=True)),
     st.tuples(st.just("zip"), st.from_regex(r"[0-9]{5}", fullmatch=True)),
 )
 _FILLER = st.sampled_from(["status", "pending", "the order", "ok", "items:", "and", "{", "}", ",", "note"])
@@ -255,8 +257,8 @@ _FILLER = st.sampled_from(["status", "pending", "the order", "ok", "items:", "an
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.lists(_VALUES, min_size=1, max_size=5, unique_by=(lambda kv: kv[0], lambda kv: kv[1])),
-    st.lists(st.tuples(st.integers(0, 4), _FILLER), min_size=1, max_size=8),
+    st.lists(_VALUES, min_size=1, max_size=6, unique_by=(lambda kv: kv[0], lambda kv: kv[1])),
+    st.lists(st.tuples(st.integers(0, 5), _FILLER), min_size=1, max_size=8),
     st.booleans(),
 )
 def test_a_placeholder_in_the_arguments_appears_in_the_result_wherever_the_original_did(
