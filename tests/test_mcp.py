@@ -229,6 +229,12 @@ def test_stdio_server_serves_every_tool_and_resource(world: World) -> None:
     async def main() -> None:
         async with Client(params, read_timeout_seconds=60) as client:
             await _exercise(client, world)
+        # Hosts that still speak the initialize handshake (2025 protocol versions) are served too.
+        async with Client(params, mode="legacy", read_timeout_seconds=60) as legacy:
+            assert legacy.protocol_version.startswith("2025")
+            assert {tool.name for tool in (await legacy.list_tools()).tools} == TOOLS
+            read = await legacy.call_tool("memory", {"action": "read", "target": "memory"})
+            assert not read.is_error, read.content
 
     anyio.run(main)
 
