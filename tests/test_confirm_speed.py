@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
 from kindling.confirm.folding import fold_action
 from kindling.confirm.policy import is_high_risk
-from kindling.confirm.settings import HIGH_RISK_ACTIONS
+from kindling.confirm.records import Confirmation
+from kindling.confirm.settings import HIGH_RISK_ACTIONS, ConfirmSettings
+from kindling.confirm.store import ConfirmationStore
+from test_confirm_support import DaemonProcess, auth, daemon_settings, make_tokens, running
 
 
 def test_fold_action_makes_spellings_one_key() -> None:
@@ -21,3 +32,321 @@ def test_fold_action_makes_spellings_one_key() -> None:
     assert fold_action("rotate_key") != fold_action("rotate_keys")
     # The high-risk check uses the same fold: a full-width spelling is still high-risk.
     assert is_high_risk("ｒｏｔａｔｅ＿ｋｅｙｓ", HIGH_RISK_ACTIONS)
+
+
+# -- rate limits per agent token and folded action (issue 13 item 16) -----------------------------
+def test_rate_limit_is_per_agent_and_folded_action(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db, rate_limit=3))
+    tokens = make_tokens(store)
+    with running(store.settings, store) as server, httpx.Client(base_url=server.base_url) as client:
+
+        def submit(token: str, action: str) -> httpx.Response:
+            return client.post("/confirm", json={"action": action, "description": "d"}, headers=auth(token))
+
+        for _ in range(3):
+            assert submit(tokens.agent, "restart_worker").status_code == 202
+        # Another spelling of the same action is the same budget...
+        for spelling in ("Restart-Worker", "ｒｅｓｔａｒｔ_ｗｏｒｋｅｒ", " restart.worker "):
+            refused = submit(tokens.agent, spelling)
+            assert refused.status_code == 429, spelling
+        assert "'bot'" in refused.json()["error"] and int(refused.headers["Retry-After"]) > 3000
+        # ...and another agent's budget is its own.
+        assert submit(tokens.agent2, "restart_worker").status_code == 202
+        assert submit(tokens.agent, "other_action").status_code == 202
+    store.close()
+
+
+# -- cached tokens: revocation reaches every daemon within a second -------------------------------
+def test_revocation_reaches_another_daemon_within_a_second(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    tokens = make_tokens(store)
+    temp = store.create_token("agent", "temp")[1]
+    store.close()
+    first, second = DaemonProcess(db).launch(), DaemonProcess(db).launch()
+    first.start()
+    second.start()
+    try:
+        with httpx.Client(timeout=10) as client:
+            # Warm the second daemon's cache with the token.
+            for _ in range(5):
+                assert client.get(f"{second.url}/confirm?limit=1", headers=auth(temp)).status_code == 200
+            revoked = client.delete(f"{first.url}/tokens/temp", headers=auth(tokens.admin))
+            assert revoked.status_code == 200
+            revoked_at = time.monotonic()
+            codes: list[tuple[float, int]] = []
+            while time.monotonic() < revoked_at + 1.5:
+                sent = time.monotonic()
+                codes.append(
+                    (sent, client.get(f"{second.url}/confirm?limit=1", headers=auth(temp)).status_code)
+                )
+            # Every request sent a second or more after the revocation is refused.
+            late = [code for sent, code in codes if sent >= revoked_at + 1.0]
+            assert late and set(late) == {401}, codes
+            # Other tokens are unaffected.
+            assert (
+                client.get(f"{second.url}/confirm?limit=1", headers=auth(tokens.approver)).status_code == 200
+            )
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_lookup_racing_a_revocation_is_not_cached(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    other = ConfirmationStore(db, ConfirmSettings(db=db))  # another daemon on the same database
+    raw = store.create_token("agent", "temp")[1]
+    store.check_tokens()
+    assert store.authenticate(raw) is not None and store.cached_identity(raw) is not None
+    other.revoke_token("temp")
+    # The library call always asks the database.
+    assert store.authenticate(raw) is None
+    # The cache forgets it at the next check of the change counter (a serving daemon checks
+    # every TOKEN_CHECK_SECONDS), and is not trusted at all once the last check is too old.
+    store.check_tokens()
+    assert store.cached_identity(raw) is None
+    store.close()
+    other.close()
+
+
+# -- group commit: across daemons and across a crash -------------------------------------------
+def _loop(url: str, agent: str, approver: str, until: float, acked: dict[str, str], n: int) -> None:
+    """Submit then approve or deny until ``until``; record each acknowledged outcome."""
+    with httpx.Client(base_url=url, timeout=10) as client:
+        i = 0
+        while time.monotonic() < until:
+            i += 1
+            try:
+                r = client.post(
+                    "/confirm",
+                    json={"action": f"load_{n}", "description": f"{n}/{i}"},
+                    headers=auth(agent),
+                )
+                if r.status_code != 202:
+                    continue
+                rid = r.json()["id"]
+                verb = "approve" if i % 2 else "deny"
+                # Until the decision is answered, either outcome may be stored.
+                acked[rid] = "pending|" + ("approved" if verb == "approve" else "denied")
+                d = client.post(f"/confirm/{rid}/{verb}", headers=auth(approver))
+                if d.status_code == 200:
+                    acked[rid] = d.json()["status"]
+            except httpx.HTTPError:
+                return  # the daemon is gone (killed): what was acknowledged is checked after
+
+
+def _two_daemons_share_one_chain(db: str) -> None:
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    tokens = make_tokens(store)
+    env = {"KINDLING_CONFIRM_RATE_LIMIT": "100000", "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "100000"}
+    first, second = DaemonProcess(db, env=env).launch(), DaemonProcess(db, env=env).launch()
+    first.start()
+    second.start()
+    acked: dict[str, str] = {}
+    try:
+        until = time.monotonic() + 2.0
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for n in range(8):
+                url = (first if n % 2 else second).url
+                pool.submit(
+                    _loop, url, tokens.agent if n % 3 else tokens.agent2, tokens.approver, until, acked, n
+                )
+    finally:
+        first.stop()
+        second.stop()
+    decided = [rid for rid, status in acked.items() if "|" not in status]
+    assert len(decided) > 20
+    report = store.verify_audit()
+    # Both daemons wrote into one chain, in one order, with nothing missing.
+    assert report.ok, report
+    events = store.audit_events(limit=100_000)
+    assert len({e.seq for e in events}) == len(events) == report.rows
+    for rid, status in acked.items():
+        assert store.get(rid).status in status.split("|")
+    store.close()
+
+
+def test_two_daemons_share_one_audit_chain_on_sqlite(tmp_path: Path) -> None:
+    _two_daemons_share_one_chain(str(tmp_path / "confirm.db"))
+
+
+@pytest.mark.postgres
+def test_two_daemons_share_one_audit_chain_on_postgresql(pg_url: str) -> None:
+    _two_daemons_share_one_chain(pg_url)
+
+
+def test_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    tokens = make_tokens(store)
+    env = {"KINDLING_CONFIRM_RATE_LIMIT": "100000", "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "100000"}
+    daemon = DaemonProcess(db, env=env).start()
+    acked: dict[str, str] = {}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            until = time.monotonic() + 30
+            runs = [
+                pool.submit(_loop, daemon.url, tokens.agent, tokens.approver, until, acked, n)
+                for n in range(8)
+            ]
+            deadline = time.monotonic() + 20
+            while len(acked) < 40:  # well under way, many requests in flight
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            daemon.kill()
+            for run in runs:
+                run.result(timeout=20)
+    finally:
+        daemon.stop()
+    assert daemon.proc is not None and daemon.proc.returncode == -9
+    # Everything the daemon acknowledged (a 202, a decision) is in the database as acknowledged.
+    assert sum("|" not in status for status in acked.values()) >= 20
+    for rid, status in acked.items():
+        assert store.get(rid).status in status.split("|"), rid
+    assert store.verify_audit().ok
+    store.close()
+
+
+# -- long polls (issue 13 item 14) -----------------------------------------------------------
+def _pending(client: httpx.Client, agent: str, n: int) -> list[str]:
+    return [
+        client.post("/confirm", json={"action": f"act_{i}", "description": "d"}, headers=auth(agent)).json()[
+            "id"
+        ]
+        for i in range(n)
+    ]
+
+
+def test_a_decision_wakes_only_its_own_waiters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db, poll_interval=30.0, max_waits_per_token=64))
+    tokens = make_tokens(store)
+    reads: list[str] = []
+    real_get = store.get
+
+    def counting_get(request_id: str) -> Confirmation:
+        reads.append(request_id)
+        return real_get(request_id)
+
+    monkeypatch.setattr(store, "get", counting_get)
+    with (
+        running(store.settings, store) as server,
+        httpx.Client(base_url=server.base_url, timeout=30) as client,
+    ):
+        idle = _pending(client, tokens.agent, 20)
+        decided = _pending(client, tokens.agent, 10)
+        with concurrent.futures.ThreadPoolExecutor(21) as pool:
+            waits = [
+                pool.submit(client.get, f"/confirm/{rid}", params={"wait": 20}, headers=auth(tokens.approver))
+                for rid in idle
+            ]
+            watched = pool.submit(
+                client.get, f"/confirm/{decided[0]}", params={"wait": 20}, headers=auth(tokens.approver)
+            )
+            deadline = time.monotonic() + 10
+            while len(reads) < 21:  # every waiter has read its request once and waits
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            reads.clear()
+            for rid in decided:
+                assert (
+                    client.post(f"/confirm/{rid}/approve", headers=auth(tokens.approver2)).status_code == 200
+                )
+            assert watched.result(timeout=10).json()["status"] == "approved"
+            # Ten decisions: the idle waiters were not woken and read nothing.
+            assert reads == [] and not any(w.done() for w in waits)
+            for rid in idle:
+                client.post(f"/confirm/{rid}/deny", headers=auth(tokens.approver2))
+            assert {w.result(timeout=10).json()["status"] for w in waits} == {"denied"}
+    store.close()
+
+
+def test_a_client_that_leaves_frees_its_slot_at_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db, max_waits_per_token=1))
+    tokens = make_tokens(store)
+    with (
+        running(store.settings, store) as server,
+        httpx.Client(base_url=server.base_url, timeout=30) as client,
+    ):
+        rid = _pending(client, tokens.agent, 1)[0]
+
+        def wait(seconds: float) -> int:
+            return client.get(
+                f"/confirm/{rid}", params={"wait": seconds}, headers=auth(tokens.agent)
+            ).status_code
+
+        assert wait(0.2) == 200
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(
+                f"GET /confirm/{rid}?wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tokens.agent}\r\n\r\n".encode()
+            )
+            time.sleep(0.3)  # (a probe sent before it arrived would take the one slot itself)
+            # The slot is held: a second wait by the same token is refused.
+            assert wait(0.01) == 429
+        # The client hung up 30 s early: its slot is free again within moments, not 30 s.
+        deadline = time.monotonic() + 3
+        while (code := wait(0.01)) == 429:
+            assert time.monotonic() < deadline, "the slot was still held"
+            time.sleep(0.05)
+        assert code == 200
+    store.close()
+
+
+def test_sigterm_does_not_wait_for_idle_long_polls(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    tokens = make_tokens(store)
+    daemon = DaemonProcess(db).start()
+    try:
+        with (
+            httpx.Client(base_url=daemon.url, timeout=90) as client,
+            concurrent.futures.ThreadPoolExecutor(4) as pool,
+        ):
+            ids = _pending(client, tokens.agent, 4)
+            waits = [
+                pool.submit(client.get, f"/confirm/{rid}?wait=60", headers=auth(tokens.agent)) for rid in ids
+            ]
+            time.sleep(0.5)  # the waits are open
+            assert not any(w.done() for w in waits)
+            assert daemon.proc is not None
+            stopped = time.monotonic()
+            daemon.proc.terminate()
+            daemon.proc.wait(20)
+            # It stopped at once, and every waiter got an answer: still pending, ask again.
+            assert time.monotonic() - stopped < 10
+            assert {w.result(timeout=5).json()["status"] for w in waits} == {"pending"}
+    finally:
+        daemon.stop()
+        store.close()
+
+
+def test_a_decision_on_another_daemon_wakes_the_waiter(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    tokens = make_tokens(store)
+    first, second = DaemonProcess(db).launch(), DaemonProcess(db).launch()
+    first.start()
+    second.start()
+    try:
+        with httpx.Client(timeout=30) as client, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            rid = client.post(
+                f"{first.url}/confirm", json={"action": "a", "description": "d"}, headers=auth(tokens.agent)
+            ).json()["id"]
+            waiting = pool.submit(
+                client.get, f"{second.url}/confirm/{rid}?wait=30", headers=auth(tokens.agent)
+            )
+            time.sleep(0.3)
+            assert (
+                client.post(f"{first.url}/confirm/{rid}/approve", headers=auth(tokens.approver)).status_code
+                == 200
+            )
+            decided = time.monotonic()
+            assert waiting.result(timeout=10).json()["status"] == "approved"
+            assert time.monotonic() - decided < 5  # the watch runs every poll interval (1 s)
+    finally:
+        first.stop()
+        second.stop()
+        store.close()
