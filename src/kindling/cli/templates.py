@@ -124,21 +124,28 @@ def register(app: typer.Typer) -> None:
         ] = None,
         store: StoreOption = None,
         description: Annotated[
-            str, typer.Option("--description", "-d", help="What the template is for.")
-        ] = "",
+            str | None,
+            typer.Option("--description", "-d", help="What the template is for. Default on a rebuild: kept."),
+        ] = None,
         task_type: Annotated[
             str | None,
             typer.Option(
                 "--task-type",
-                help="code, file, research, terminal or mixed. Default: the type of the mined calls.",
+                help="code, file, research, terminal or mixed. Default: kept on a rebuild, else the "
+                "type of the mined calls.",
             ),
         ] = None,
         tags: Annotated[
-            list[str] | None, typer.Option("--tag", "-t", help="A tag (repeat for several).")
+            list[str] | None,
+            typer.Option("--tag", "-t", help="A tag (repeat for several). Default on a rebuild: kept."),
         ] = None,
         system_prompt: Annotated[
-            str, typer.Option("--system-prompt", help="System prompt addendum injected with the examples.")
-        ] = "",
+            str | None,
+            typer.Option(
+                "--system-prompt",
+                help="System prompt addendum injected with the examples. Default on a rebuild: kept.",
+            ),
+        ] = None,
         min_messages: Annotated[
             int, typer.Option("--min-messages", min=0, help="Skip sessions shorter than this.")
         ] = 20,
@@ -152,8 +159,16 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         max_examples: Annotated[
-            int | None, typer.Option("--max-examples", min=1, help="Keep at most this many examples.")
+            int | None,
+            typer.Option(
+                "--max-examples",
+                min=1,
+                help="Keep at most this many examples (tools take turns, so every tool keeps one first).",
+            ),
         ] = None,
+        per_tool: Annotated[
+            int, typer.Option("--per-tool", min=1, help="Keep at most this many examples of each tool.")
+        ] = 20,
         format: Annotated[
             str | None,
             typer.Option("--format", "-f", help="Force the source format instead of detecting it."),
@@ -168,7 +183,10 @@ def register(app: typer.Typer) -> None:
         ] = False,
         json_output: JsonOption = False,
     ) -> None:
-        """Mine past sessions into a named template (saving an existing name makes a new version).
+        """Mine past sessions into a named template: the successful past tasks and the calls that worked.
+
+        Rebuilding an existing name makes a new version (none when nothing changed) and keeps its
+        type, tags, description and system prompt unless given.
 
         Examples:
 
@@ -201,10 +219,11 @@ def register(app: typer.Typer) -> None:
                 store=opened,
                 description=description,
                 task_type=task_type,
-                tags=tags or (),
+                tags=tags or None,
                 system_prompt_addendum=system_prompt,
                 format=format,
                 on_progress=advance,
+                per_tool=per_tool,
                 **filters,
             )
         _warn_problems(opened)  # e.g. the file it replaced was corrupt (a copy is kept)
@@ -212,9 +231,10 @@ def register(app: typer.Typer) -> None:
             print_json(result.as_dict())
             return
         t = result.template
+        verb = "Unchanged (no new version):" if result.unchanged else "Saved"
         console.print(
-            f"Saved template [bold]{t.name}[/] v{t.version}: {len(t.examples)} examples, "
-            f"type {t.task_type}, tools {', '.join(t.summary()['tools'])}."
+            f"{verb} template [bold]{t.name}[/] v{t.version}: {len(t.examples)} examples, "
+            f"{len(t.episodes)} past tasks, type {t.task_type}, tools {', '.join(t.summary()['tools'])}."
         )
         skipped = result.report.as_dict()["skipped"]
         console.print(

@@ -151,12 +151,13 @@ def _build(args: dict[str, Any]) -> dict[str, Any]:
     result = build_template_with_report(
         name,
         sources,
-        description=_str(args, "description") or "",
+        description=_str(args, "description") or None,
         task_type=_str(args, "task_type"),
-        tags=_str_list(args, "tags"),
+        tags=_str_list(args, "tags") if args.get("tags") is not None else None,
         **filters,
     )
-    return {"message": f"Built template {name!r} v{result.template.version}.", **result.as_dict()}
+    verb = "Nothing changed in" if result.unchanged else "Built"
+    return {"message": f"{verb} template {name!r} v{result.template.version}.", **result.as_dict()}
 
 
 def _list(args: dict[str, Any]) -> dict[str, Any]:

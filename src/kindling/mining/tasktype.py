@@ -205,3 +205,43 @@ def measure_text_accuracy(
         result.correct += truth is guess
         result.confusion[(truth.value, guess.value)] += 1
     return result
+
+
+# Words that carry no task: greetings, politeness and function words. A user message made of these
+# alone ("Hi there!", "ok, thanks") is not where a task is stated.
+_FILLER = frozenset(
+    "a an and are as at be but by do for from has have hello hey hi how i i'm if in into is it its me "  # noqa: SIM905
+    "my of ok okay on or our please so that the their then there these this to up us was we what when "
+    "where which with you your can could would should will good morning afternoon evening thanks thank "
+    "yes no sure great im id like want need help just".split()
+)
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Summaries a compaction leaves in place of earlier turns are not the user's request.
+_NOT_A_REQUEST = ("[CONTEXT COMPACTION",)
+SUBSTANTIVE_WORDS = 3
+
+
+def is_substantive(text: str) -> bool:
+    """True when ``text`` states something beyond greetings and filler (at least three content words)."""
+    if text.lstrip().startswith(_NOT_A_REQUEST):
+        return False
+    words = [w for w in _WORD_RE.findall(text.lower()) if w not in _FILLER]
+    return len(words) >= SUBSTANTIVE_WORDS
+
+
+def opening_request(session: Session) -> str:
+    """Return the session's first substantive user message (the task as stated at turn zero).
+
+    Falls back to the first non-empty user message that is not a compaction summary; "" when the
+    session has none.
+    """
+    fallback = ""
+    for message in session.messages:
+        if message.role != "user" or not message.content or not message.content.strip():
+            continue
+        text = message.content.strip()
+        if is_substantive(text):
+            return text
+        if not fallback and not text.startswith(_NOT_A_REQUEST):
+            fallback = text
+    return fallback

@@ -1,4 +1,10 @@
-"""Build a template from past sessions: read the sources, mine examples, classify, save."""
+"""Build a template from past sessions: read the sources, mine examples and episodes, classify, save.
+
+A template keeps the successful past tasks as episodes (the opening request and the calls that
+worked, in order) and examples with coverage per tool (every tool that worked keeps examples).
+Rebuilding an existing name keeps its type, tags, description and system prompt unless new ones
+are given, and a rebuild that changes nothing makes no new version.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +12,42 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from kindling.errors import TemplateError
+from kindling.errors import NotFoundError, TemplateError
 from kindling.sessions.model import ReadReport, Session
-from kindling.templates.model import Template, check_task_type, validate_name
+from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools
+from kindling.templates.model import Template, check_task_type, content_key, validate_name
 from kindling.templates.store import TemplateStore, open_store
 
 __all__ = ["BuildResult", "build_template", "build_template_with_report"]
 
+# Mining keeps every distinct call; coverage then chooses per tool.
+_ALL = 10**9
+
 
 class BuildResult:
-    """A built template with what the read and the mining saw (for the CLI and the agent tool)."""
+    """A built template with what the read and the mining saw (for the CLI and the agent tool).
 
-    def __init__(self, template: Template, report: ReadReport, mining: Any) -> None:
+    ``unchanged`` is True when the sources gave exactly the stored template, so no version was made.
+    """
+
+    def __init__(
+        self, template: Template, report: ReadReport, mining: Any, *, unchanged: bool = False
+    ) -> None:
         self.template = template
         self.report = report
         self.mining = mining
+        self.unchanged = unchanged
 
     def as_dict(self) -> dict[str, Any]:
         """Return the template summary, the read report and the mining counts as JSON-ready data."""
         return {
             "template": self.template.summary(),
+            "unchanged": self.unchanged,
             "read": self.report.as_dict(),
             "mining": {
                 "sessions_mined": self.mining.sessions_mined,
                 "distinct_examples": self.mining.distinct,
+                "episodes": len(self.template.episodes),
                 "filtered": dict(sorted(self.mining.filtered.items())),
             },
         }
@@ -40,6 +58,7 @@ def _iter_all(
     fmt: str | None,
     report: ReadReport,
     on_session: Callable[[Session], None] | None,
+    on_progress: Callable[[int], None] | None,
 ) -> Iterator[Session]:
     from kindling.sessions import iter_sessions
 
@@ -49,7 +68,18 @@ def _iter_all(
         for session in stream:
             if on_session is not None:
                 on_session(session)
+            if on_progress is not None:
+                on_progress(1)
             yield session
+
+
+def _current(store: TemplateStore, name: str) -> Template | None:
+    try:
+        return store.get(name)
+    except NotFoundError:
+        return None
+    except TemplateError:
+        return None  # a corrupt current file: the store keeps a copy when it is replaced
 
 
 def build_template_with_report(
@@ -57,48 +87,64 @@ def build_template_with_report(
     sources: Sequence[str | Path],
     *,
     store: TemplateStore | None = None,
-    description: str = "",
+    description: str | None = None,
     task_type: str | None = None,
-    tags: Sequence[str] = (),
-    system_prompt_addendum: str = "",
+    tags: Sequence[str] | None = None,
+    system_prompt_addendum: str | None = None,
     format: str | None = None,
     on_session: Callable[[Session], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     workers: int | None = None,
+    per_tool: int = DEFAULT_PER_TOOL,
     **mining_filters: Any,
 ) -> BuildResult:
     """Like ``build_template`` but also return the read report and the mining counts.
 
     ``on_progress`` is called with the number of sessions read since its last call (for progress
-    bars). ``on_session`` is called with every session read; it needs every session in this
-    process, so it mines in one process. Otherwise a big Hermes database is mined in ``workers``
-    processes (None: automatic; see ``kindling.mining.mine_sources``), with the same result.
+    bars); ``on_session`` with every session read. Sessions are mined in this process, one pass
+    that also collects the episodes (``workers`` is accepted for compatibility and not used).
     """
-    from kindling.mining import classify_calls, mine, mine_sources
+    from kindling.mining import classify_calls, mine
 
+    del workers
     validate_name(name)
     # Options are checked before the sources are read: a typo should not cost a mining run.
     task_type = check_task_type(task_type, template=name)
     if not sources:
         raise TemplateError(f"Template {name!r} needs at least one session source.", template=name)
+    if per_tool < 1:
+        raise TemplateError(f"per_tool must be 1 or more, not {per_tool}.", template=name)
     target = store or open_store()  # a store that cannot open fails now, not after the mining
+    max_examples = mining_filters.pop("max_examples", None)
+    if max_examples is not None and max_examples < 0:
+        raise TemplateError(f"Cannot build template {name!r}: max_examples must be 0 or more.", template=name)
     report = ReadReport()
     try:
-        if on_session is not None:
-            result = mine(_iter_all(sources, format, report, on_session), report=report, **mining_filters)
-        else:
-            result = mine_sources(
-                sources,
-                format=format,
-                workers=workers,
-                report=report,
-                on_progress=on_progress,
-                **mining_filters,
-            )
+        collector = EpisodeCollector(
+            min_messages=mining_filters.get("min_messages", 20),
+            source_filter=mining_filters.get("source_filter"),
+            skip_zero_reward=mining_filters.get("skip_zero_reward", True),
+            skip_tools=mining_filters.get("skip_tools"),
+            keep_personal_data=bool(mining_filters.get("keep_personal_data", False)),
+        )
+
+        def seen(session: Session) -> None:
+            collector(session)
+            if on_session is not None:
+                on_session(session)
+
+        result = mine(
+            _iter_all(sources, format, report, seen, on_progress),
+            report=report,
+            max_examples=_ALL,
+            **mining_filters,
+        )
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
-    examples = list(result.examples)
+    examples, left_out = cover_tools(result.examples, per_tool=per_tool, max_examples=max_examples)
+    if left_out:
+        result.filtered["beyond_coverage"] += left_out
     if not examples:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())) or "none"
         raise TemplateError(
@@ -106,20 +152,37 @@ def build_template_with_report(
             f"(skipped: {skipped}); try a lower --min-messages.",
             template=name,
         )
+    previous = _current(target, name)
+    if task_type is None and previous is not None:
+        task_type = previous.task_type
     if task_type is None:
         # Weight each tool by how often it was really called, not once per unique example.
         names = [e.tool_name for e in examples for _ in range(max(1, e.count))]
         task_type = classify_calls(names).value
+    if description is None:
+        description = (
+            previous.description
+            if previous is not None
+            else f"{len(examples)} examples and {len(collector.episodes)} past tasks "
+            f"mined from {report.sessions} sessions"
+        )
+    if tags is None:
+        tags = previous.tags if previous is not None else ()
+    if system_prompt_addendum is None:
+        system_prompt_addendum = previous.system_prompt_addendum if previous is not None else ""
     session_ids = list(dict.fromkeys(e.session_id for e in examples if e.session_id))
     template = Template(
         name=name,
-        description=description or f"{len(examples)} examples mined from {report.sessions} sessions",
+        description=description,
         task_type=str(getattr(task_type, "value", task_type)),
         tags=list(tags),
         examples=examples,
+        episodes=collector.episodes,
         system_prompt_addendum=system_prompt_addendum,
         source_session_ids=session_ids,
     )
+    if previous is not None and content_key(previous) == content_key(template):
+        return BuildResult(previous, report, result, unchanged=True)
     stored = target.save(template)
     return BuildResult(stored, report, result)
 
@@ -129,19 +192,21 @@ def build_template(
     sources: Sequence[str | Path],
     *,
     store: TemplateStore | None = None,
-    description: str = "",
+    description: str | None = None,
     task_type: str | None = None,
-    tags: Sequence[str] = (),
+    tags: Sequence[str] | None = None,
     **mining_filters: Any,
 ) -> Template:
     """Mine ``sources`` (paths or URLs any session reader accepts) into a template and save it.
 
     ``mining_filters`` go to ``kindling.mining.mine`` (min_messages, max_sessions, source_filter,
-    skip_tools, max_examples, result_chars, keep_personal_data: by default ids, names, e-mails and
-    addresses in the examples become typed placeholders, true keeps them); ``workers=N`` sets how many processes mine a Hermes
-    database (default: automatic). ``task_type`` defaults to the type of the mined calls.
-    Returns the stored template (version bumped if the name existed). Raises TemplateError when
-    nothing can be mined or ``task_type`` is unknown, SourceError when a source cannot be read, InvalidNameError for a bad name.
+    skip_tools, result_chars, keep_personal_data: by default ids, names, e-mails and addresses in
+    the examples and episodes become typed placeholders, true keeps them); ``max_examples`` caps the examples kept (tools take turns, so
+    each keeps one before any keeps two) and ``per_tool`` (default 20) caps each tool's. Options
+    left None keep the stored template's (a rebuild keeps type, tags, description); for a new name,
+    ``task_type`` defaults to the type of the mined calls. A rebuild that changes nothing returns
+    the stored template without a new version. Raises TemplateError when nothing can be mined or
+    ``task_type`` is unknown, SourceError when a source cannot be read, InvalidNameError for a bad name.
     """
     return build_template_with_report(
         name, sources, store=store, description=description, task_type=task_type, tags=tags, **mining_filters

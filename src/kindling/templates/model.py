@@ -30,10 +30,13 @@ __all__ = [
     "LEGACY_KEYS",
     "SCHEMA_VERSION",
     "TASK_TYPES",
+    "Episode",
+    "EpisodeStep",
     "Example",
     "LegacyFormat",
     "Template",
     "check_task_type",
+    "content_key",
     "detect_template_format",
     "export_template",
     "parse_template",
@@ -146,6 +149,43 @@ def check_task_type(value: Any, *, template: str | None = None) -> str | None:
         raise TemplateError(f"Invalid task type: {exc}.", template=template) from exc
 
 
+class EpisodeStep(BaseModel):
+    """One call that worked in a past task: the tool and where the call sits in its session.
+
+    ``position`` is the call's message index, the same as a mined ``Example.position``, so a step
+    finds its example (``session_id`` and ``position``) when that example was kept.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_name: str
+    position: int = 0
+
+
+class Episode(BaseModel):
+    """A successful past task as a unit: its opening request and the calls that worked, in order.
+
+    ``request`` is the benchmark's instruction when the source has one, else the first substantive
+    user message; ``opening`` is always that first substantive user message (what an agent sees at
+    turn zero, and what a warm-up shows). ``reward`` is the source's reward, where it has one.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: str
+    request: str = ""
+    opening: str = ""
+    task_id: str | None = None
+    source: str = ""
+    reward: float | None = None
+    steps: list[EpisodeStep] = Field(default_factory=list)
+
+    @property
+    def tools(self) -> list[str]:
+        """The distinct tools of the episode's steps, in order of first use."""
+        return list(dict.fromkeys(step.tool_name for step in self.steps))
+
+
 class Template(BaseModel):
     """A named, versioned set of examples, with what warm-up needs to pick and present them.
 
@@ -161,6 +201,7 @@ class Template(BaseModel):
     task_type: str | None = None
     tags: list[str] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
+    episodes: list[Episode] = Field(default_factory=list)
     system_prompt_addendum: str = ""
     source_session_ids: list[str] = Field(default_factory=list)
     created_at: str = Field(default_factory=utc_now)
@@ -203,12 +244,21 @@ class Template(BaseModel):
             "task_type": self.task_type,
             "tags": list(self.tags),
             "examples": len(self.examples),
+            "episodes": len(self.episodes),
             "tools": sorted({e.tool_name for e in self.examples}),
             "version": self.version,
             "usage_count": self.usage_count,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+def content_key(template: Template) -> bytes:
+    """Return what a template holds, without its version, timestamps or usage: equal keys, same content."""
+    import orjson
+
+    data = template.model_dump(mode="json", exclude={"version", "created_at", "updated_at", "usage_count"})
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
 
 def detect_template_format(data: Any) -> str:

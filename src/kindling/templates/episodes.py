@@ -1,0 +1,183 @@
+"""Episodes: the successful past tasks a template keeps as units, and per-tool coverage of examples.
+
+An episode is one past session that succeeded (its reward is above 0 where the source records a
+reward; any session that passes mining's filters where it does not): its opening request and the
+calls that worked, in order. Selection retrieves the episodes most similar to a new task and lets
+them decide which tools and which examples to show.
+
+Coverage replaces one global cap on examples: every tool that worked keeps up to ``per_tool``
+examples (the most frequent first), so a write call with unique arguments, seen once, is never
+crowded out by a look-up seen a hundred times.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from kindling.mining.config import MiningConfig, load_mining_config
+from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.patterns import personal_data_scrubber
+from kindling.mining.personal import PersonalDataScrubber
+from kindling.mining.redact import SecretRedactor
+from kindling.mining.tasktype import opening_request
+from kindling.sessions.model import Session
+from kindling.templates.model import Episode, EpisodeStep
+
+__all__ = ["DEFAULT_PER_TOOL", "EpisodeCollector", "cover_tools", "episode_of", "link_steps"]
+
+DEFAULT_PER_TOOL = 20
+_REQUEST_CHARS = 2000
+_INSTRUCTION_KEYS = ("instruction", "task_instruction")
+
+
+def _instruction(session: Session) -> str:
+    for key in _INSTRUCTION_KEYS:
+        value = session.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def episode_of(
+    session: Session,
+    classify: OutcomeClassifier,
+    *,
+    trivial: Collection[str] = (),
+    redact: SecretRedactor | None = None,
+    scrubber: PersonalDataScrubber | None = None,
+) -> Episode | None:
+    """Return ``session`` as an episode: its opening request and its calls that worked, in order.
+
+    None when the session has no call that worked or no request. Calls are the agent's own
+    (``requestor == "assistant"``), paired with their results by id; trivial tools are left out.
+    ``redact`` hides credentials in the request texts; ``scrubber`` replaces personal data in them,
+    finding the values in the whole episode (a name given as a call's argument is also replaced
+    where the request says it).
+    """
+    pending: dict[str, tuple[str, int, Mapping[str, Any]]] = {}
+    steps: list[EpisodeStep] = []
+    calls: list[dict[str, Any]] = []
+    for position, message in enumerate(session.messages):
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                if call.requestor == "assistant" and call.id not in pending:
+                    pending[call.id] = (call.name, position, call.arguments)
+        elif message.role == "tool" and message.tool_call_id in pending:
+            name, call_position, arguments = pending.pop(message.tool_call_id)
+            if name in trivial:
+                continue
+            if classify.classify(name, message.content, message.error).status is OutcomeStatus.OK:
+                steps.append(EpisodeStep(tool_name=name, position=call_position))
+                calls.append({"arguments": dict(arguments), "result": message.content or ""})
+    opening = opening_request(session)
+    request = _instruction(session) or opening
+    if not steps or not request:
+        return None
+    steps.sort(key=lambda step: step.position)
+    if redact is not None:
+        opening, request = redact.text(opening), redact.text(request)
+    if scrubber is not None:
+        clean = scrubber.scrub({"request": request, "text": opening, "calls": calls})
+        request, opening = clean["request"], clean["text"]
+    task_id = session.metadata.get("task_id")
+    return Episode(
+        session_id=session.id,
+        request=request[:_REQUEST_CHARS],
+        opening=opening[:_REQUEST_CHARS],
+        task_id=None if task_id is None else str(task_id),
+        source=session.source or "",
+        reward=session.reward,
+        steps=steps,
+    )
+
+
+class EpisodeCollector:
+    """Collects the episodes of the sessions a build reads (called once per session, in order).
+
+    A session counts when it would be mined (long enough, from a matching source, not errored) and
+    succeeded where a reward exists (reward above 0).
+    """
+
+    def __init__(
+        self,
+        *,
+        min_messages: int = 0,
+        source_filter: str | Collection[str] | None = None,
+        skip_zero_reward: bool = True,
+        skip_tools: Collection[str] | None = None,
+        keep_personal_data: bool = False,
+        config: MiningConfig | None = None,
+    ) -> None:
+        config = config if config is not None else load_mining_config()
+        self.scrubber = personal_data_scrubber(config, keep_personal_data=keep_personal_data)
+        self.classify = OutcomeClassifier(config.rules())
+        self.trivial = frozenset(skip_tools) if skip_tools is not None else config.trivial()
+        patterns = config.secrets()
+        self.redact = SecretRedactor(patterns) if patterns else None
+        self.end_reasons = config.end_reasons()
+        self.min_messages = min_messages
+        self.sources = (source_filter,) if isinstance(source_filter, str) else source_filter
+        self.skip_zero_reward = skip_zero_reward
+        self.episodes: list[Episode] = []
+
+    def __call__(self, session: Session) -> None:
+        """Keep ``session`` as an episode when it succeeded and passes the filters."""
+        if len(session.messages) < self.min_messages:
+            return
+        if self.sources is not None and not any(
+            fnmatch.fnmatchcase(session.source or "", p) for p in self.sources
+        ):
+            return
+        if session.end_reason and session.end_reason.lower() in self.end_reasons:
+            return
+        if self.skip_zero_reward and session.reward is not None and session.reward <= 0:
+            return
+        episode = episode_of(
+            session, self.classify, trivial=self.trivial, redact=self.redact, scrubber=self.scrubber
+        )
+        if episode is not None:
+            self.episodes.append(episode)
+
+
+def cover_tools(
+    examples: Sequence[Example], *, per_tool: int = DEFAULT_PER_TOOL, max_examples: int | None = None
+) -> tuple[list[Example], int]:
+    """Return (kept examples in their given order, how many were left out) with every tool covered.
+
+    Each tool keeps its first ``per_tool`` examples (the input is ranked: most frequent first).
+    With ``max_examples``, tools then take turns, one example each, until that many are kept, so
+    every tool keeps one before any keeps two.
+    """
+    by_tool: dict[str, list[int]] = defaultdict(list)
+    for index, example in enumerate(examples):
+        if len(by_tool[example.tool_name]) < per_tool:
+            by_tool[example.tool_name].append(index)
+    chosen: set[int]
+    if max_examples is None:
+        chosen = {i for indices in by_tool.values() for i in indices}
+    else:
+        chosen = set()
+        depth = 0
+        queues = list(by_tool.values())
+        while len(chosen) < max_examples and any(depth < len(q) for q in queues):
+            for queue in queues:
+                if depth < len(queue) and len(chosen) < max_examples:
+                    chosen.add(queue[depth])
+            depth += 1
+    kept = [examples[i] for i in sorted(chosen)]
+    return kept, len(examples) - len(kept)
+
+
+def link_steps(episodes: Iterable[Episode], examples: Sequence[Example]) -> dict[tuple[str, int], int]:
+    """Return (session id, position) -> index of the kept example that is that step's call."""
+    wanted = {(e.session_id, s.position) for e in episodes for s in e.steps}
+    found: dict[tuple[str, int], int] = {}
+    for index, example in enumerate(examples):
+        key = (example.session_id, example.position)
+        if key in wanted:
+            found.setdefault(key, index)
+    return found
