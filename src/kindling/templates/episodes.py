@@ -81,8 +81,9 @@ def episode_of(
     if redact is not None:
         opening, request = redact.text(opening), redact.text(request)
     if scrubber is not None:
-        clean = scrubber.scrub({"request": request, "text": opening, "calls": calls})
-        request, opening = clean["request"], clean["text"]
+        record: dict[str, Any] = {"request": request, "text": opening, "calls": calls}
+        clean = scrubber.scrub(record)
+        request, opening = str(clean["request"]), str(clean["text"])
     task_id = session.metadata.get("task_id")
     return Episode(
         session_id=session.id,
