@@ -185,3 +185,83 @@ def test_gate_asks_only_for_dangerous_or_high_risk_calls() -> None:
     assert blocked.as_hook_result() == {"action": "block", "message": blocked.message}
     open_gate = ApprovalGate("http://127.0.0.1:9", "", timeout=1, fail_closed=False)
     assert open_gate.check("terminal", {"command": "rm -rf /tmp/x"}).allowed is True
+
+
+class NewerHermesContext:
+    """What a newer Hermes release hands a plugin (0.21+ needs Python 3.14, which this machine lacks).
+
+    It records registrations; get_config and register_approval_transport exist only here, so
+    register() must detect and use them. 0.19.0 itself is exercised in test_hermes_plugin.py.
+    """
+
+    def __init__(self, config: dict[str, object]) -> None:
+        self.config = config
+        self.middleware: dict[str, list[object]] = {}
+        self.hooks: dict[str, list[object]] = {}
+        self.tools: list[tuple[str, str]] = []
+        self.transports: dict[str, object] = {}
+
+    def get_config(self) -> dict[str, object]:
+        return self.config
+
+    def register_middleware(self, kind: str, callback: object) -> None:
+        self.middleware.setdefault(kind, []).append(callback)
+
+    def register_hook(self, name: str, callback: object) -> None:
+        self.hooks.setdefault(name, []).append(callback)
+
+    def register_tool(self, name: str, toolset: str, schema: dict[str, object], handler: object) -> None:
+        self.tools.append((name, toolset))
+
+    def register_approval_transport(self, name: str, present: object) -> None:
+        self.transports[name] = present
+
+
+def test_register_uses_newer_hermes_apis_when_present(
+    isolated_homes: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kindling.integrations.hermes import register
+
+    config = isolated_homes / "hermes" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("plugins:\n  hook_callback_timeout: 30\n", encoding="utf-8")
+    down = f"http://127.0.0.1:{free_port()}"
+    ctx = NewerHermesContext(
+        {"settings": {"approval_timeout": 600, "confirm_url": down, "confirm_token": "t", "warm": False}}
+    )
+    register(ctx)
+    assert "llm_request" not in ctx.middleware  # warm: false from ctx.get_config()
+    assert sorted(ctx.tools) == [("request_confirmation", "kindling"), ("warm_session", "kindling")]
+    hook = ctx.hooks["pre_tool_call"][0]
+    assert hook.gate.timeout == 28  # kept inside Hermes's own hook limit, with room to answer
+    assert "past Hermes's hook limit" in caplog.text
+    present = ctx.transports["kindling"]
+    assert present(command="rm -rf /srv/data", description="recursive delete", session_key="s1") == "deny"
+    blocked = hook(tool_name="terminal", args={"command": "rm -rf /srv/data"}, session_id="s1")
+    assert blocked["action"] == "block" and "could not be asked" in blocked["message"]
+    assert hook(tool_name="terminal", args={"command": "ls"}, session_id="s1") is None
+
+
+def test_broken_settings_leave_hermes_running(isolated_homes: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from kindling.integrations.hermes import register
+
+    ctx = NewerHermesContext({"settings": {"budget": "lots"}})
+    register(ctx)
+    assert not ctx.hooks and not ctx.tools and not ctx.middleware
+    assert "kindling: plugin not loaded" in caplog.text and "budget" in caplog.text
+
+
+def test_warm_up_failure_logs_one_line_and_the_request_goes_unwarmed(
+    isolated_homes: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kindling.integrations.hermes import SessionWarmer
+
+    request = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "fix it"}]}
+    monkeypatch.setenv(
+        "KINDLING_TEMPLATE_STORE", "sqlite:///" + str(isolated_homes / "missing" / "x" / "t.db")
+    )
+    warmer = SessionWarmer(PluginSettings(template="nope"))
+    assert warmer(request=request, session_id="s1") is None
+    assert warmer(request=request, session_id="s1") is None  # decided once for the session
+    assert len([r for r in caplog.records if r.name == "kindling.hermes"]) == 1
+    assert warmer(request={"input": []}, session_id="s2") is None  # not chat messages: left alone
