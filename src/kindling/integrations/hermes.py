@@ -385,7 +385,7 @@ def write_prefill(path: str | Path, messages: list[dict[str, Any]]) -> Path:
     """Write ``messages`` as a Hermes prefill file (a JSON array), atomically; return the path.
 
     For Hermes releases without request middleware: ``prefill_messages_file`` in config.yaml (or
-    ``HERMES_PREFILL_MESSAGES_FILE``) names it, and Hermes sends it with every session of the process.
+    Hermes's own prefill variable) names it, and Hermes sends it with every session of the process.
     Raises StoreError when the file cannot be written.
     """
     from kindling.fileio import write_atomic
