@@ -152,16 +152,6 @@ def test_first_request_is_warmed_and_later_requests_carry_the_same_bytes(
     assert rows[0][1] == TASK
 
 
-def test_warm_up_can_be_turned_off(fake_openai: FakeOpenAI, homes: tuple[Path, Path]) -> None:
-    home, kindling_home = homes
-    save_template()
-    write_config(home, fake_openai, warm=False, approvals=False)
-    fake_openai.script = [text("ok")]
-    run_hermes(home, kindling_home, TASK, "terminal")
-    messages = fake_openai.chat_requests()[0]["messages"]
-    assert [m["role"] for m in messages] == ["system", "user"] and MARKER not in json.dumps(messages)
-
-
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[tuple[str, Tokens, ConfirmationStore]]:
     db = str(tmp_path / "confirm.db")
@@ -201,7 +191,7 @@ def test_dangerous_commands_wait_for_the_daemon(
     home, kindling_home = homes
     base, tokens, store = daemon
     write_config(
-        home, fake_openai, warm=False, confirm_url=base, confirm_token=tokens.agent, approval_timeout=2
+        home, fake_openai, warm=False, confirm_url=base, confirm_token=tokens.agent, approval_timeout=3
     )
     victims = [home.parent / f"victim{i}" for i in range(3)]
     for victim in victims:
@@ -252,18 +242,23 @@ def test_dangerous_commands_wait_for_the_daemon(
         assert (request.id, "submitted") in events and (request.id, final) in events
 
 
-def test_dangerous_command_is_blocked_when_the_daemon_is_down(
+def test_blocked_when_the_daemon_is_down_and_unwarmed_when_warm_is_off(
     fake_openai: FakeOpenAI, homes: tuple[Path, Path]
 ) -> None:
     home, kindling_home = homes
+    save_template()  # present, but the warm start is turned off for this run
     down = f"http://127.0.0.1:{free_port()}"
     write_config(
-        home, fake_openai, warm=False, confirm_url=down, confirm_token="agent-token", approval_timeout=5
+        home, fake_openai, warm=False, confirm_url=down, confirm_token="agent-token", approval_timeout=3
     )
     victim = home.parent / "victim"
     victim.mkdir(parents=True)
     fake_openai.script = [tool_call("terminal", {"command": f"rm -rf {victim}"}), text("Stopped.")]
     run_hermes(home, kindling_home, "Remove the folder", "terminal")
-    result = tool_results(fake_openai.chat_requests()[-1], "Remove the folder")[0]
+    requests = fake_openai.chat_requests()
+    result = tool_results(requests[-1], "Remove the folder")[0]
     assert "BLOCKED by kindling" in result and "could not be asked" in result
     assert victim.exists()
+    # warm: false leaves every request as Hermes built it.
+    assert [m["role"] for m in requests[0]["messages"]] == ["system", "user"]
+    assert not any(MARKER in json.dumps(r["messages"]) for r in requests)
