@@ -261,7 +261,9 @@ def test_warm_up_failure_logs_one_line_and_the_request_goes_unwarmed(
         "KINDLING_TEMPLATE_STORE", "sqlite:///" + str(isolated_homes / "missing" / "x" / "t.db")
     )
     warmer = SessionWarmer(PluginSettings(template="nope"))
-    assert warmer(request=request, session_id="s1") is None
-    assert warmer(request=request, session_id="s1") is None  # decided once for the session
+    assert warmer(request=request, session_id="s1", api_mode="chat_completions") is None
+    assert warmer(request=request, session_id="s1", api_mode="chat_completions") is None  # decided once
     assert len([r for r in caplog.records if r.name == "kindling.hermes"]) == 1
     assert warmer(request={"input": []}, session_id="s2") is None  # not chat messages: left alone
+    anthropic = warmer(request=request, session_id="s3", api_mode="anthropic_messages")
+    assert anthropic is None and "'anthropic_messages' API mode" in caplog.text

@@ -40,6 +40,9 @@ __all__ = ["SessionWarmer", "load_settings", "register"]
 logger = logging.getLogger("kindling.hermes")
 
 TOOLSET = "kindling"
+# Warm messages are OpenAI chat messages; Hermes's Anthropic, Bedrock and Responses modes carry
+# other shapes (a separate system, "input" items) and are left as they are. "" is an older Hermes.
+CHAT_API_MODES = frozenset({"chat_completions", ""})
 APPROVAL_TRANSPORT = "kindling"
 # Hermes's own hook limit (newer releases) must outlast the approval wait; keep this much spare.
 _HOOK_MARGIN_SECONDS = 2.0
@@ -87,17 +90,30 @@ class SessionWarmer:
         self.settings = settings
         self.max_sessions = max_sessions
         self._cache: OrderedDict[str, str] = OrderedDict()  # session id -> warm messages as JSON text
+        self._skipped_modes: set[str] = set()
         self._lock = threading.Lock()
+
+    def _skip_once(self, api_mode: str) -> None:
+        with self._lock:
+            if api_mode in self._skipped_modes:
+                return
+            self._skipped_modes.add(api_mode)
+        logger.warning(
+            "kindling: no warm-up in Hermes's %r API mode (only chat completions are warmed).", api_mode
+        )
 
     def forget(self, session_id: str = "", **_: Any) -> None:
         """Drop a session's cached warm-up (Hermes reset or finalized the session)."""
         with self._lock:
             self._cache.pop(session_id, None)
 
-    def __call__(self, request: Any = None, session_id: str = "", **_: Any) -> Any:
+    def __call__(self, request: Any = None, session_id: str = "", api_mode: str = "", **_: Any) -> Any:
         """Hermes calls this before every API call; return ``{"request": ...}`` or None to leave it."""
-        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-            return None  # an API mode without chat messages (responses "input"): left alone
+        if api_mode not in CHAT_API_MODES or not isinstance(request, dict):
+            self._skip_once(api_mode)
+            return None
+        if not isinstance(request.get("messages"), list):
+            return None
         key = session_id or "(no session)"
         with self._lock:
             cached = self._cache.get(key)
