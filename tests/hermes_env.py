@@ -8,6 +8,7 @@ test, never skips it, when that environment is missing or broken.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -24,10 +25,19 @@ VENV = ROOT / "build" / f"hermes-{HERMES_VERSION}"
 
 def hermes_venv() -> Path:
     """Return the Hermes virtual environment's directory; fail the test with the reason when unusable."""
-    python = VENV / "bin" / "python"
-    if not (VENV / ".installed").is_file() or not python.is_file():
-        pytest.fail(
-            f"The Hermes Agent {HERMES_VERSION} test environment is missing at {VENV}: "
+    problem = _venv_problem(str(VENV))
+    if problem:
+        pytest.fail(problem)
+    return VENV
+
+
+@functools.cache
+def _venv_problem(venv: str) -> str | None:
+    """Why the environment at ``venv`` cannot be used (checked once per test run), or None."""
+    python = Path(venv) / "bin" / "python"
+    if not (Path(venv) / ".installed").is_file() or not python.is_file():
+        return (
+            f"The Hermes Agent {HERMES_VERSION} test environment is missing at {venv}: "
             "run `make hermes-env` (`make test` does it first)."
         )
     probe = subprocess.run(
@@ -37,11 +47,11 @@ def hermes_venv() -> Path:
         timeout=60,
     )
     if probe.returncode != 0 or probe.stdout.strip() != HERMES_VERSION:
-        pytest.fail(
-            f"{VENV} does not hold hermes-agent {HERMES_VERSION} "
+        return (
+            f"{venv} does not hold hermes-agent {HERMES_VERSION} "
             f"({probe.stdout.strip() or probe.stderr.strip()[-300:]}): run `make hermes-env` again."
         )
-    return VENV
+    return None
 
 
 def hermes_env(home: Path, **extra: str) -> dict[str, str]:

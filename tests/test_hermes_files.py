@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from hermes_env import run_in_hermes
 from hermes_probes import ALLOWED, BLOCKED
 from kindling.review.memory import MemoryStore
@@ -197,3 +199,20 @@ def test_prefill_file_from_kindling_warm_loads_in_hermes(isolated_homes: Path) -
         app, ["warm", "prefill", "--task", "x", "--format", "anthropic", "--prefill-file", "p"]
     )
     assert refused.exit_code != 0 and "OpenAI-format" in refused.output
+
+
+def test_a_missing_hermes_environment_fails_the_test_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hermes_env
+
+    monkeypatch.setattr(hermes_env, "VENV", tmp_path / "no-hermes")
+    with pytest.raises(pytest.fail.Exception, match=r"missing at .*no-hermes: run `make hermes-env`"):
+        hermes_env.hermes_venv()
+    broken = tmp_path / "broken"
+    (broken / "bin").mkdir(parents=True)
+    (broken / ".installed").touch()
+    (broken / "bin" / "python").symlink_to("/bin/false")
+    monkeypatch.setattr(hermes_env, "VENV", broken)
+    with pytest.raises(pytest.fail.Exception, match=r"does not hold hermes-agent 0\.19\.0"):
+        hermes_env.hermes_venv()
