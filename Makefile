@@ -32,7 +32,7 @@ run: $(VENV)/.run-installed
 	else \
 	  echo "Reading your Hermes sessions in $$SRC (read-only)."; \
 	fi; \
-	echo "kindling writes its state (template 'main') to $${KINDLING_HOME:-$$HOME/.kindling}."; \
+	echo "kindling writes its state (template 'main') to $${KINDLING_HOME:-$$HOME/.kindling}; an unchanged rebuild adds no new version."; \
 	$(BIN)/kindling sessions "$$SRC"; \
 	$(BIN)/kindling stats "$$SRC"; \
 	$(BIN)/kindling build main "$$SRC" --tag main; \

@@ -282,3 +282,13 @@ def test_build_and_warm_on_postgresql(sample_db: Path, pg_url: str) -> None:
     assert shown["usage_count"] == 1
     assert shown["tags"] == ["sql"]
     assert json.loads(run("templates", "path", "--store", pg_url, "--json").output)["kind"] == "sql"
+
+
+def test_build_reports_skips_as_words_not_a_dict(sample_db: Path, tmp_path: Path) -> None:
+    # A ShareGPT line that is not JSON is skipped and named in the summary line.
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\nnot json\n', encoding="utf-8")
+    result = run("build", "skips", str(sample_db), str(chat))
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stdout.splitlines() if line.startswith("Read "))
+    assert "skipped " in line and "{" not in line and "'" not in line

@@ -236,11 +236,13 @@ def register(app: typer.Typer) -> None:
             f"{verb} template [bold]{t.name}[/] v{t.version}: {len(t.examples)} examples, "
             f"{len(t.episodes)} past tasks, type {t.task_type}, tools {', '.join(t.summary()['tools'])}."
         )
-        skipped = result.report.as_dict()["skipped"]
+        skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(result.report.skipped.items()))
         console.print(
-            f"Read {result.report.sessions} sessions; mined {result.mining.sessions_mined}"
+            f"Read {result.report.sessions:,} sessions; mined {result.mining.sessions_mined:,}"
             + (f"; skipped {skipped}" if skipped else "")
-            + "."
+            + ".",
+            markup=False,
+            highlight=False,
         )
 
     templates_app = typer.Typer(
