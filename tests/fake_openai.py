@@ -18,7 +18,8 @@ A chat request with ``"stream": true`` (Hermes's agent loop always streams) gets
 as server-sent events: content in pieces, each tool call's arguments in pieces, the finish reason,
 usage when ``stream_options.include_usage`` asks, then ``data: [DONE]``, sent with chunked encoding
 as written. ``chunk_delay`` (seconds between events) and ``latency`` (seconds before any chat reply)
-model a slow upstream; an item may carry its own ``"chunk_delay"`` and a ``"hold"``
+model a slow upstream (the ``X-Fake-Latency`` and ``X-Fake-Chunk-Delay`` request headers set them
+per request); an item may carry its own ``"chunk_delay"`` and a ``"hold"``
 (``threading.Event``) the stream waits on after its first event. Every POST record keeps the body's
 exact bytes under ``"raw"``; ``responses`` keeps the exact bytes of every chat reply sent.
 
@@ -103,11 +104,15 @@ class FakeOpenAI:
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def start(self) -> None:
+    def start(self, port: int = 0) -> None:
+        """Serve on 127.0.0.1:``port`` (0: a free port) on a background thread."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, the body waits for the client's
+            # delayed ACK (~40 ms per call on Linux).
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -126,7 +131,9 @@ class FakeOpenAI:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                delay = float(item.get("chunk_delay", fake.chunk_delay))
+                delay = float(
+                    item.get("chunk_delay", self.headers.get("X-Fake-Chunk-Delay") or fake.chunk_delay)
+                )
                 hold = item.get("hold")
                 events = fake._events(item, model, body)
                 if fake.record:
@@ -194,8 +201,10 @@ class FakeOpenAI:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
-                if fake.latency:
-                    time.sleep(fake.latency)
+                # A client (a benchmark) may ask for a slower upstream per request.
+                latency = float(self.headers.get("X-Fake-Latency") or fake.latency)
+                if latency:
+                    time.sleep(latency)
                 item = fake._next_item()
                 while item.get("fault") == "delay":
                     time.sleep(float(item.get("seconds", 1)))
@@ -221,7 +230,7 @@ class FakeOpenAI:
                         fake.responses.append(reply)
                 self._send(200, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         # A short poll interval makes stop() return in ~50 ms instead of serve_forever's 0.5 s.
         self._thread = threading.Thread(

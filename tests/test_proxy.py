@@ -171,6 +171,13 @@ def test_conversations_round_trip_warm_once_and_are_recorded_once(
         )
         streamed_upstream = [r["raw"] for r in fake_openai.requests[3:]]
         wait_recorded(proxy.base_url)
+        counts = status(proxy.base_url)
+        assert (counts["conversations"], counts["warmed"], counts["continued"], counts["replies"]) == (
+            2,
+            2,
+            4,
+            6,
+        )
 
     # The first upstream request carries the warm-up right after the system message ...
     first = fake_openai.chat_requests()[0]["messages"]
@@ -407,3 +414,74 @@ def test_two_proxies_share_postgresql(fake_openai: FakeOpenAI, pg_url: str) -> N
             f"next 1 of {index}",
             "Done.",
         ]
+
+
+def test_canonical_prefix_ignores_how_a_client_re_serializes_a_reply() -> None:
+    from kindling.proxy.identity import PrefixHasher, canonical_message
+
+    sent = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+    }
+    echoed = {
+        "tool_calls": [{"function": {"arguments": "{}", "name": "t"}, "id": "c1"}],
+        "role": "assistant",
+        "content": "",
+        "refusal": None,
+    }
+    assert canonical_message(sent) == canonical_message(echoed)
+    assert canonical_message({"role": "user", "content": "a"}) != canonical_message(
+        {"role": "user", "content": "b"}
+    )
+    first, second = PrefixHasher(), PrefixHasher()
+    for hasher, messages in (
+        (first, [{"role": "user", "content": "ab"}, {"role": "user", "content": "c"}]),
+        (second, [{"role": "user", "content": "a"}, {"role": "user", "content": "bc"}]),
+    ):
+        for message in messages:
+            hasher.feed(message)
+    assert first.digest() != second.digest()
+
+
+def test_streamed_reply_follows_split_events_and_both_line_endings() -> None:
+    from kindling.proxy.reply import StreamedReply
+
+    events = (
+        b'data: {"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}\r\n\r\n'
+        b'data: {"choices":[{"index":0,"delta":{"content":"lo","tool_calls":[{"index":0,"id":"c9","function":{"name":"ter","arguments":"{\\"a\\""}}]}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"minal","arguments":": 1}"}}]}}]}\n\n'
+        b": keep-alive comment\n\n"
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    reply = StreamedReply()
+    for start in range(0, len(events), 7):  # arbitrary chunk boundaries, mid-line and mid-event
+        reply.feed(events[start : start + 7])
+    assert reply.done and reply.model == "m" and reply.finish_reason == "tool_calls"
+    assert reply.message() == {
+        "role": "assistant",
+        "content": "Hello",
+        "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "terminal", "arguments": '{"a": 1}'}}
+        ],
+    }
+    cut = StreamedReply()
+    cut.feed(events[:60])
+    assert not cut.done
+
+
+def test_recorder_queue_is_bounded_and_counts_what_it_drops(tmp_path: Path) -> None:
+    from kindling.proxy.recorder import ProxyStore, Recorder, Write
+
+    recorder = Recorder(ProxyStore(tmp_path / "r.db"), capacity=3)  # not started: nothing drains
+    accepted = [recorder.submit(Write(f"s{i}", float(i))) for i in range(5)]
+    assert accepted == [True, True, True, False, False]
+    assert recorder.status()["pending"] == 3 and recorder.status()["dropped"] == 2
+
+
+def test_create_app_refuses_an_open_relay_however_settings_are_built(tmp_path: Path) -> None:
+    from kindling.proxy import create_app
+
+    with pytest.raises(ConfigError, match="never an open relay"):
+        create_app(ProxySettings(upstream="http://127.0.0.1:9/v1", host="0.0.0.0", db=str(tmp_path / "p.db")))

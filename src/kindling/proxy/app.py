@@ -20,10 +20,11 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from kindling.errors import ConfigError
 from kindling.proxy.conversations import Conversations, Turn
 from kindling.proxy.recorder import ProxyStore, Recorder
 from kindling.proxy.reply import StreamedReply, reply_of_response
-from kindling.proxy.settings import ProxySettings
+from kindling.proxy.settings import ProxySettings, is_loopback
 
 __all__ = ["TOKEN_HEADER", "create_app"]
 
@@ -58,8 +59,13 @@ def create_app(
 ) -> FastAPI:
     """Build the proxy app for ``settings``. Raises StoreError when the store URL is malformed.
 
-    A store that is merely down does not stop the app: recordings queue until it is back.
+    A store that is merely down does not stop the app: recordings queue until it is back. Raises
+    ConfigError for a non-loopback address without a token, however the settings were built.
     """
+    if not is_loopback(settings.host) and not settings.token:
+        raise ConfigError(
+            f"Refusing to serve on {settings.host} without a token: the proxy is never an open relay."
+        )
     proxy_store = store or ProxyStore(settings.db)
     recorder = Recorder(proxy_store, capacity=settings.queue_size)
     conversations = Conversations(
@@ -110,6 +116,7 @@ def create_app(
             "upstream": settings.upstream,
             "warm": settings.warm,
             "conversations_cached": len(conversations.cache),
+            **conversations.counts,
             "recorder": recorder.status(),
         }
 

@@ -11,9 +11,11 @@ bytes unchanged when nothing is inserted, else the same JSON with the conversati
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -30,6 +32,7 @@ __all__ = ["Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
 
 log = logging.getLogger("kindling.proxy")
 
+TEMPLATES_TTL = 5.0
 SESSION_HEADER = "x-kindling-session"
 WARM_HEADER = "x-kindling-warm"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,79}")
@@ -101,6 +104,13 @@ class Conversations:
         self.budget = budget
         self.cache = ConversationCache(cache_size)
         self._template_store: Any = None
+        # Templates are re-read at most every TEMPLATES_TTL seconds, and the examples limited to a
+        # request's tools kept per tool set, so a first request pays selection only, not file reads.
+        self._templates: tuple[float, list[Any]] = (0.0, [])
+        self._limited: dict[frozenset[str], list[Any]] = {}
+        self._lock = threading.Lock()
+        # What /kindling/status reports: conversations seen, requests that continued one, warm-ups.
+        self.counts = {"conversations": 0, "continued": 0, "warmed": 0, "replies": 0}
 
     # -------------------------------------------------------------------------- before upstream
 
@@ -142,6 +152,8 @@ class Conversations:
             if last < 0 and self.warm and not warm_off:
                 choice = await self._choose_warm(messages, data.get("tools"))
             conversation = Conversation(session_id, 0, choice.block, choice.state)
+            self.counts["conversations"] += 1
+            self.counts["warmed"] += choice.state == "on"
             session = SessionRow(
                 session_id,
                 now,
@@ -151,6 +163,8 @@ class Conversations:
                 choice.template,
             )
             write = Write(session_id, now, session=session)
+        else:
+            self.counts["continued"] += 1
         if explicit:
             self.cache.put("s:" + explicit, conversation)
 
@@ -164,7 +178,7 @@ class Conversations:
                         conversation.session_id,
                         seq,
                         str(message.get("role")) if isinstance(message, Mapping) else "unknown",
-                        orjson.dumps(message, default=str).decode("utf-8"),
+                        message,
                         now,
                     )
                 )
@@ -200,51 +214,67 @@ class Conversations:
         if not names:
             return WarmChoice(None, "none")  # no tools offered: nothing an example could show
         try:
-            choice = await asyncio.to_thread(self._warm_block, messages, names)
+            # On the event loop: about a millisecond of CPU, cheaper than handing the interpreter
+            # back and forth with a worker thread while other requests wait for it.
+            choice = self._warm_block(messages, names)
         except Exception as exc:
             log.warning("warm-up failed, forwarding the conversation unwarmed: %s", _one_line(exc))
             return WarmChoice(None, "error")
-        if choice.template:
-            # Counting the use writes the template store: not on the request's path.
-            asyncio.get_running_loop().run_in_executor(None, self._count_use, choice.template)
+        # Not counted as a use of the template: the proxy store names the template of every warmed
+        # session, and a count written per conversation would cost every request a share of it.
         return choice
 
-    def _count_use(self, name: str) -> None:
-        try:
-            self._template_store.record_use(name)
-        except Exception as exc:
-            log.warning("could not count a use of template %r: %s", name, _one_line(exc))
+    def _store(self) -> Any:
+        from kindling.templates.store import open_store
+
+        with self._lock:
+            if self._template_store is None:
+                self._template_store = open_store(self.templates_target)
+            return self._template_store
+
+    def _limited_templates(self, names: list[str]) -> list[Any]:
+        """The templates, each with only the examples of tools in ``names`` (cached a few seconds)."""
+        key = frozenset(names)
+        with self._lock:
+            loaded_at, templates = self._templates
+            fresh = time.monotonic() - loaded_at < TEMPLATES_TTL
+            if fresh and key in self._limited:
+                return self._limited[key]
+        if not fresh:
+            store = self._store()
+            templates = [store.get(self.template)] if self.template else store.list()
+        limited = [
+            t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key]})
+            for t in templates
+        ]
+        limited = [t for t in limited if t.examples]
+        with self._lock:
+            if not fresh:
+                self._templates = (time.monotonic(), templates)
+                self._limited = {}
+            self._limited[key] = limited
+        return limited
 
     def _warm_block(self, messages: Sequence[Any], names: list[str]) -> WarmChoice:
-        from kindling.templates.store import open_store
         from kindling.warmup import choose_template, warm, warm_conversation
         from kindling.warmup.warm import find_task
 
-        if self._template_store is None:
-            self._template_store = open_store(self.templates_target)
-        store = self._template_store
         task = find_task([m for m in messages if isinstance(m, Mapping)])
         options: dict[str, Any] = {}
         if self.budget is not None:
             options["budget"] = self.budget
-        if "tools" in inspect.signature(warm).parameters:
+        if _warm_limits_tools():
             # warm() limits the warm-up to the agent's tools itself.
             limited_warm: Any = warm
             try:
                 result = limited_warm(
-                    self.template, task, store=store, record_use=False, tools=names, **options
+                    self.template, task, store=self._store(), record_use=False, tools=names, **options
                 )
             except NotFoundError:
                 return WarmChoice(None, "none")
         else:
             # Limit the examples to the agent's tools, then let warm-up choose among them.
-            offered = set(names)
-            candidates = [store.get(self.template)] if self.template else store.list()
-            limited = [
-                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in offered]})
-                for t in candidates
-            ]
-            template = choose_template([t for t in limited if t.examples], task)
+            template = choose_template(self._limited_templates(names), task)
             if template is None:
                 return WarmChoice(None, "none")
             result = warm_conversation(template, task, **options)
@@ -266,6 +296,7 @@ class Conversations:
         """Record the reply of ``turn`` and remember the prefix that the next request will start with."""
         now = time.time()
         duration_ms = (time.perf_counter() - turn.started) * 1000
+        self.counts["replies"] += 1
         conversation = turn.conversation
         seq = turn.message_count
         turn.hasher.feed(reply)
@@ -276,7 +307,7 @@ class Conversations:
             conversation.session_id,
             seq,
             "assistant",
-            orjson.dumps(reply, default=str).decode("utf-8"),
+            reply,
             now,
             model or turn.model,
             round(duration_ms, 3),
@@ -292,6 +323,14 @@ class Conversations:
                 model=model or turn.model,
             )
         )
+
+
+@functools.cache
+def _warm_limits_tools() -> bool:
+    # Whether kindling.warmup.warm takes the agent's tools itself (it is being taught to).
+    from kindling.warmup import warm
+
+    return "tools" in inspect.signature(warm).parameters
 
 
 def _with_block(data: dict[str, Any], messages: list[Any], block: bytes) -> bytes:

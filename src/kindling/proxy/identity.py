@@ -30,12 +30,9 @@ __all__ = [
 
 
 def canonical_message(message: Mapping[str, Any]) -> bytes:
-    """Return the canonical bytes of one OpenAI-format message (sorted keys, no newlines)."""
-    out: dict[str, Any] = {"role": message.get("role")}
-    content = message.get("content")
-    if content:
-        out["content"] = content
+    """Return the canonical bytes of one OpenAI-format message (a JSON array, no newlines)."""
     calls = message.get("tool_calls")
+    rendered: list[Any] | None = None
     if calls:
         rendered = []
         for call in calls:
@@ -44,13 +41,18 @@ def canonical_message(message: Mapping[str, Any]) -> bytes:
                 continue
             function = call.get("function")
             function = function if isinstance(function, Mapping) else {}
-            rendered.append([call.get("id"), function.get("name"), function.get("arguments")])
-        out["tool_calls"] = rendered
-    for key in ("tool_call_id", "name"):
-        value = message.get(key)
-        if value:
-            out[key] = value
-    return orjson.dumps(out, option=orjson.OPT_SORT_KEYS, default=str)
+            rendered.append((call.get("id"), function.get("name"), function.get("arguments")))
+    # A fixed-position array: no key sorting, and "" / null / missing all become null.
+    return orjson.dumps(
+        (
+            message.get("role"),
+            message.get("content") or None,
+            rendered,
+            message.get("tool_call_id") or None,
+            message.get("name") or None,
+        ),
+        default=str,
+    )
 
 
 class PrefixHasher:

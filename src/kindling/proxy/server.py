@@ -6,6 +6,7 @@ benchmark); port 0 picks a free port and ``base_url`` reports the one chosen.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -35,7 +36,19 @@ def serve(settings: ProxySettings, *, log_level: str = "info") -> None:
     """Run the proxy in the foreground until interrupted. Raises StoreError for a malformed store URL."""
     _log_to_stderr()
     app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False)
+    # Everything loaded so far lives as long as the process: keep the collector from walking it.
+    gc.collect()
+    gc.freeze()
+    # The upstream's own Server and Date headers pass through; uvicorn's would repeat them.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+    )
 
 
 class ProxyServer:
