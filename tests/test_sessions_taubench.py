@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from kindling.cli.main import app
 from kindling.errors import SourceError, UnknownFormatError
+from kindling.mining import compute_stats
 from kindling.sessions import ReadReport, Session, detect_format, iter_sessions
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
@@ -391,6 +392,9 @@ def test_development_data_reads_with_the_documented_counts(
     assert len(error_results) == errors
     assert all(m.content and m.content.startswith("Error") for m in error_results)
     assert all(s.metadata["task_id"] is not None for s in sessions)
+    # kindling's own outcome rules judge exactly those results failed, and stats counts the successes.
+    stats = compute_stats(sessions).as_dict()
+    assert (stats["results_failed"], stats["rewarded"], stats["successes"]) == (errors, runs, successes)
     # Expected actions are known for every run but those scored without action checks.
     assert sum(s.metadata["expected_actions"] is None for s in sessions) <= 2
 
