@@ -35,7 +35,8 @@ def sessions_command(
         list[str] | None,
         typer.Argument(
             help="Session sources: a Hermes state.db or Hermes home directory, a postgresql:// URL, "
-            "or a JSONL/JSON file. Default: $HERMES_HOME/state.db.",
+            "a JSONL/JSON file, or a folder of tau-bench / tau2-bench result files. "
+            "Default: $HERMES_HOME/state.db.",
             show_default=False,
         ),
     ] = None,
@@ -64,8 +65,8 @@ def sessions_command(
     """Count what each source holds: sessions, messages, tool calls, tool results, skipped by reason.
 
     Every malformed thing (bad JSON, a tool result with no call, an unknown role, bytes that are not
-    UTF-8, ...) is counted under its reason; a source that cannot be opened at all is one error line
-    and exit code 2.
+    UTF-8, ...) is counted under its reason; a source that cannot be opened at all, or of which
+    nothing reads in a format forced with --format, is one error line and exit code 2.
 
     Examples:
 
