@@ -213,6 +213,17 @@ def test_conversations_round_trip_warm_once_and_are_recorded_once(
         assert session.model == "fake-model" and session.source == "proxy"
         assert session.metadata["warm"] == "on"
 
+    # A source for stats and build like any other.
+    stats = CliRunner().invoke(app, ["stats", str(db), "--json"])
+    assert stats.exit_code == 0, stats.output
+    figures = json.loads(stats.stdout)
+    assert (figures["sessions"], figures["tool_calls"], figures["results_paired"]) == (2, 6, 6)
+    built = CliRunner().invoke(app, ["build", "recorded", str(db), "--min-messages", "1", "--json"])
+    assert built.exit_code == 0, built.output
+    summary = json.loads(built.stdout)
+    assert summary["read"]["messages"] == len(plain) + len(streamed)  # no injected message mined
+    assert summary["template"]["tools"] == ["read_file", "terminal"]
+
 
 def test_no_warm_header_off_and_explicit_session(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     save_template(tmp_path / "templates")

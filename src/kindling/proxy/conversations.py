@@ -106,8 +106,8 @@ class Conversations:
         self._template_store: Any = None
         # Templates are re-read at most every TEMPLATES_TTL seconds, and the examples limited to a
         # request's tools kept per tool set, so a first request pays selection only, not file reads.
-        self._templates: tuple[float, list[Any]] = (0.0, [])
         self._limited: dict[frozenset[str], list[Any]] = {}
+        self._limited_from: Any = None
         self._lock = threading.Lock()
         # What /kindling/status reports: conversations seen, requests that continued one, warm-ups.
         self.counts = {"conversations": 0, "continued": 0, "warmed": 0, "replies": 0}
@@ -225,35 +225,32 @@ class Conversations:
         return choice
 
     def _store(self) -> Any:
+        from kindling.proxy.templates import CachedTemplates
         from kindling.templates.store import open_store
 
         with self._lock:
             if self._template_store is None:
-                self._template_store = open_store(self.templates_target)
+                self._template_store = CachedTemplates(open_store(self.templates_target), TEMPLATES_TTL)
             return self._template_store
 
     def _limited_templates(self, names: list[str]) -> list[Any]:
-        """The templates, each with only the examples of tools in ``names`` (cached a few seconds)."""
+        """The templates, each with only the examples of tools in ``names`` (kept while the list is)."""
+        store = self._store()
+        templates = [store.get(self.template)] if self.template else store.list()
         key = frozenset(names)
         with self._lock:
-            loaded_at, templates = self._templates
-            fresh = time.monotonic() - loaded_at < TEMPLATES_TTL
-            if fresh and key in self._limited:
-                return self._limited[key]
-        if not fresh:
-            store = self._store()
-            templates = [store.get(self.template)] if self.template else store.list()
-        limited = [
-            t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key]})
-            for t in templates
-        ]
-        limited = [t for t in limited if t.examples]
-        with self._lock:
-            if not fresh:
-                self._templates = (time.monotonic(), templates)
-                self._limited = {}
-            self._limited[key] = limited
-        return limited
+            if self._limited_from is not templates:
+                self._limited, self._limited_from = {}, templates
+            found = self._limited.get(key)
+        if found is None:
+            limited = [
+                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key]})
+                for t in templates
+            ]
+            found = [t for t in limited if t.examples]
+            with self._lock:
+                self._limited[key] = found
+        return found
 
     def _warm_block(self, messages: Sequence[Any], names: list[str]) -> WarmChoice:
         from kindling.warmup import choose_template, warm, warm_conversation
