@@ -47,7 +47,7 @@ from kindling.mining.patterns import (
     mine,
     mine_partial,
 )
-from kindling.sessions.model import ReadReport, Session
+from kindling.sessions.model import ReadReport, Session, SessionRows, SessionStream, session_rows
 
 #: At most this many workers unless asked for more: beyond it, the reads contend for the disk and
 #: the merge grows while the gain per worker shrinks.
@@ -206,12 +206,19 @@ def mine_sources(
     )
 
 
-def _chained(streams: list[Iterator[Session]], on_progress: ProgressCallback | None) -> Iterator[Session]:
+def _chained(streams: list[Iterator[Session]], on_progress: ProgressCallback | None) -> SessionStream:
+    # In row form, so mining takes the readers' rows without building Message objects.
+    return SessionStream(_chained_rows(streams, on_progress))
+
+
+def _chained_rows(
+    streams: list[Iterator[Session]], on_progress: ProgressCallback | None
+) -> Iterator[SessionRows]:
     for stream in streams:
-        for session in stream:
+        for pair in session_rows(stream):
             if on_progress is not None:
                 on_progress(1)
-            yield session
+            yield pair
 
 
 def _plan(sources: list[str | Path], workers: int | None) -> tuple[list[Shard], int]:
@@ -360,7 +367,7 @@ def _worker(sender: Any, shard: Shard, filters: dict[str, Any], config: MiningCo
             sessions = read_hermes_postgres(str(shard.source), report, shard=bounds)
         else:
             sessions = read_hermes_sqlite(shard.source, report, shard=bounds)
-        stream = _reporting(sessions, sender) if progress else sessions
+        stream = SessionStream(_reporting(session_rows(sessions), sender)) if progress else sessions
         part = mine_partial(stream, config=config, **filters)
         sender.send(("done", (part, report)))
     except BaseException as exc:  # every failure must reach the parent, described
@@ -371,7 +378,7 @@ def _worker(sender: Any, shard: Shard, filters: dict[str, Any], config: MiningCo
         sender.close()
 
 
-def _reporting(sessions: Iterable[Session], sender: Any) -> Iterator[Session]:
+def _reporting(sessions: Iterable[SessionRows], sender: Any) -> Iterator[SessionRows]:
     read = 0
     for session in sessions:
         read += 1

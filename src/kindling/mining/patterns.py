@@ -25,7 +25,7 @@ from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
 from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
 from kindling.mining.tasktype import TaskClassifier
-from kindling.sessions.model import ReadReport, Session, ToolCall
+from kindling.sessions.model import ReadReport, Session, ToolCall, session_rows
 
 DEFAULT_MIN_MESSAGES = 20
 DEFAULT_MAX_EXAMPLES = 100
@@ -243,8 +243,9 @@ def mine_partial(
     judge = want_examples or max_sessions is not None
     if max_sessions == 0:
         sessions = ()  # read nothing at all, not even one session
-    for sequence, session in enumerate(sessions):
-        messages = session.messages
+    # Row form: a reader that holds its messages as tuples hands them over without building a
+    # Message per row (kindling.sessions.model.SessionStream); other sessions are converted.
+    for sequence, (session, messages) in enumerate(session_rows(sessions)):
         count = len(messages)
         cohort = cohort_of(count)
         stats.sessions += 1
@@ -271,11 +272,11 @@ def mine_partial(
         names: list[str] = []
         cohort_tally = tallies[cohort]
         request = ""
-        for position, message in enumerate(messages):
-            role = message.role
+        for position, (role, content, tool_calls, call_id, tool_name, error, _stamp, _reasoning) in enumerate(
+            messages
+        ):
             if role == "tool":
-                call_id = message.tool_call_id
-                entry = calls.get(call_id) if call_id is not None else _pair_without_id(calls, message.name)
+                entry = calls.get(call_id) if call_id is not None else _pair_without_id(calls, tool_name)
                 if entry is None:
                     if call_id in foreign:
                         continue
@@ -284,8 +285,7 @@ def mine_partial(
                 call, call_position, call_request, counts = entry
                 calls[call.id] = None
                 opened -= 1
-                content = message.content
-                status = classify(call.name, content, message.error).status
+                status = classify(call.name, content, error).status
                 counts[1] += 1
                 if status is not _OK:
                     if status is _FAILED:
@@ -347,13 +347,13 @@ def mine_partial(
                 if recency is None:
                     slot[10] = slot[2:9]
             elif role == "user":
-                if message.content:
-                    request = message.content
-                for call in message.tool_calls:
+                if content:
+                    request = content
+                for call in tool_calls:
                     foreign.add(call.id)
                     skipped["user_tool_call"] += 1
-            elif message.tool_calls:
-                for call in message.tool_calls:
+            elif tool_calls:
+                for call in tool_calls:
                     call_id = call.id
                     if call.requestor != "assistant":
                         foreign.add(call_id)

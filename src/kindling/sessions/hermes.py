@@ -38,6 +38,7 @@ parallel mining relies on.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -59,21 +60,33 @@ from kindling.sessions.convert import (
     unwrap_untrusted,
 )
 from kindling.sessions.files import epoch
-from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall, _MessageInit, new_tool_call
+from kindling.sessions.model import (
+    ROLES,
+    MessageRow,
+    ReadReport,
+    Session,
+    SessionRows,
+    SessionStream,
+    ToolCall,
+    new_tool_call,
+)
 from kindling.sessions.skips import COMPACTION_COPY, COMPACTION_SUMMARY
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
+# Mining reads only the first LEAN_COLUMNS of them: every column fetched costs per row.
 MESSAGE_COLUMNS: tuple[str, ...] = (
     "role",
     "content",
     "tool_call_id",
     "tool_calls",
+    "compacted",
     "tool_name",
     "timestamp",
     "reasoning",
     "reasoning_content",
-    "compacted",
 )
+LEAN_COLUMNS = 5
+_LEAN_ROW = 2 + LEAN_COLUMNS
 # Session columns read after id. The first six fill Session fields; the rest go to metadata.
 SESSION_COLUMNS: tuple[str, ...] = (
     "source",
@@ -154,9 +167,33 @@ def read_hermes_sqlite(
         _close_all(connections)
         wal.release()
         raise
-    return _read_sqlite(
-        connections, db_path, message_columns, session_columns, report, session_id, shard, prompts, wal
+    mode = _Mode()
+    return SessionStream(
+        _read_sqlite(
+            connections,
+            db_path,
+            message_columns,
+            session_columns,
+            report,
+            session_id,
+            shard,
+            prompts,
+            wal,
+            mode,
+        ),
+        on_rows=mode.lean_rows,
     )
+
+
+class _Mode:
+    """How a stream is consumed, known when its first row is read: lean when only mining reads it."""
+
+    def __init__(self) -> None:
+        self.lean = False
+
+    def lean_rows(self) -> None:
+        """The stream is read in row form: read only the columns mining needs."""
+        self.lean = True
 
 
 class WalFiles:
@@ -238,11 +275,15 @@ def _has_prompt_table(session_columns: dict[str, str], prompt_columns: dict[str,
 
 
 def _select_lists(
-    message_columns: dict[str, str], session_columns: dict[str, str], prompts: bool = False
+    message_columns: dict[str, str],
+    session_columns: dict[str, str],
+    prompts: bool = False,
+    lean: bool = False,
 ) -> tuple[str, str, str]:
     order = "id" if "id" in message_columns else "rowid"
+    wanted = MESSAGE_COLUMNS[:LEAN_COLUMNS] if lean else MESSAGE_COLUMNS
     message_select = ", ".join(
-        ["session_id", order, *(c if c in message_columns else "NULL" for c in MESSAGE_COLUMNS)]
+        ["session_id", order, *(c if c in message_columns else "NULL" for c in wanted)]
     )
     selected = {c: (c if c in session_columns else "NULL") for c in SESSION_COLUMNS}
     if prompts:
@@ -268,29 +309,35 @@ def _read_sqlite(
     shard: tuple[Any, Any] | None = None,
     prompts: bool = False,
     wal: WalFiles | None = None,
-) -> Iterator[Session]:
-    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
+    mode: _Mode | None = None,
+) -> Iterator[SessionRows]:
+    lean = mode is not None and mode.lean
+    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts, lean)
     live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # Messages first: a session committed in between then shows up empty rather than its messages
     # showing up without their session.
     message_rows = _Pages(connections[0], f"SELECT {message_select} FROM messages", where, params, report)
-    message_stream = message_rows.rows("session_id", order)
+    message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
         connections[1], f"SELECT {session_select} FROM sessions", session_where, params, report
     )
-    session_stream = session_rows.rows("id", None)
+    session_pages = session_rows.pages("id", None)
     parents = _sqlite_parent_calls(connections[1], live, order)
     try:
-        yield from assemble_sessions(
-            message_stream, session_stream, report, key=_sqlite_order_key, parent_calls=parents
+        yield from assemble_rows(
+            itertools.chain.from_iterable(message_pages),
+            itertools.chain.from_iterable(session_pages),
+            report,
+            key=_sqlite_order_key,
+            parent_calls=parents,
         )
     except sqlite3.DatabaseError as exc:
         # A page that cannot be read mid-stream: what was read has been yielded; say why it stopped.
         report.skip("database_error")
         raise SourceError(f"Cannot finish reading {path}: {str(exc).strip()}.", path=path) from exc
     finally:
-        for stream in (message_stream, session_stream):
+        for stream in (message_pages, session_pages):
             with contextlib.suppress(sqlite3.Error):
                 stream.close()
         # Cursors first, then their connections: closing in the other order raises from the cursors.
@@ -404,11 +451,12 @@ def _shard_conditions(shard: tuple[Any, Any], mark: str, collate: str) -> tuple[
 class _Pages:
     """The rows of one SQLite query in key order, read ``_PAGE_ROWS`` at a time.
 
-    Each page is its own statement, run to completion before its rows are handed on, so no read
-    transaction stays open while the caller works (Hermes's checkpoint can run between pages).
-    Rows holding bytes that are not UTF-8 are counted as ``invalid_utf8`` and skipped: the default
-    decoder is the fast path; after the first failure a lenient one repairs and counts, and the rest
-    is read as one statement (a repaired key cannot resume a page exactly).
+    Each page is fetched by its own statement, which is closed before its rows are handed on, so no
+    read transaction stays open while the caller works (Hermes's checkpoint can run between pages);
+    the next statement resumes after the last key read. Rows holding bytes that are not UTF-8 are
+    counted as ``invalid_utf8`` and skipped: the default decoder is the fast path; after the first
+    failure the page is read again with a lenient one that repairs and counts, and the rest is read
+    as that one statement (a repaired key could not resume a page exactly).
     """
 
     def __init__(
@@ -422,76 +470,81 @@ class _Pages:
         self.repaired = 0
         self.lenient = False
         self.cursor: sqlite3.Cursor | None = None
-        self.fetched = 0  # rows the last statement returned, skipped ones included
-        self.last_row: Any = None
 
-    def rows(self, first: str, second: str | None) -> Generator[Any, None, None]:
-        """Yield the rows ordered by ``(first, second)`` (first alone when second is None).
+    def pages(self, first: str, second: str | None) -> Generator[list[Any], None, None]:
+        """Yield the rows ordered by ``(first, second)`` (first alone when second is None), in lists.
 
         ``first`` may be NULL: those rows sort first, as in one ``ORDER BY``; ``(first, second)``
         must be unique, and the key columns must be the first columns selected.
         """
         base = [self.conditions] if self.conditions else []
-        order = f"{first}, {second}" if second else first
         if second is not None:
-            yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", 1)
+            yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", slice(1, 2))
         else:
-            yield from self._paged([*base, f"{first} IS NULL"], None, "", 0)
+            yield from self._paged([*base, f"{first} IS NULL"], None, "", slice(0, 0))
+        order = f"{first}, {second}" if second else first
         resume = f"({first}, {second}) > (?, ?)" if second else f"{first} > ?"
-        yield from self._paged([*base, f"{first} IS NOT NULL"], order, resume, 2 if second else 1, offset=0)
+        yield from self._paged([*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1))
 
     def _paged(
-        self, conditions: list[str], order: str | None, resume: str, key_size: int, offset: int = 1
-    ) -> Generator[Any, None, None]:
-        # ``offset``: where the key starts in a row (rows whose first key is NULL resume by the
-        # second key alone).
+        self, conditions: list[str], order: str | None, resume: str, key: slice
+    ) -> Generator[list[Any], None, None]:
         where = " WHERE " + " AND ".join(conditions)
-        if order is None:  # one statement: rows without a key to resume by
-            yield from self._run(f"{self.select}{where}", self.params, limited=False)
+        if order is None:  # rows without a key to resume by: one statement
+            cursor = self._execute(f"{self.select}{where}", self.params)
+            yield self._rest(cursor)
             return
+        # No LIMIT: SQLite then streams in index order instead of sorting for a top-N; the page
+        # ends when its statement is closed.
         sql = f"{self.select}{where} ORDER BY {order}"
         next_sql = f"{self.select}{where} AND {resume} ORDER BY {order}"
         params = self.params
         while True:
-            limited = not self.lenient
-            page = self._run(sql, params, limited=limited)
-            yield from page
-            if (limited and self.fetched < _PAGE_ROWS) or self.fetched == 0:
+            cursor = self._execute(sql, params)
+            if not self.lenient:
+                try:
+                    page = cursor.fetchmany(_PAGE_ROWS)
+                except sqlite3.OperationalError as exc:
+                    if "decode" not in str(exc).lower():
+                        raise
+                    # Read the page again with a decoder that repairs and counts (installed only
+                    # now: the default one is the fast path).
+                    cursor.close()
+                    self.lenient = True
+                    self.conn.text_factory = self._lenient_text
+                    cursor = self._execute(sql, params)
+            if self.lenient:
+                yield self._rest(cursor)
+                return
+            cursor.close()
+            yield page
+            if len(page) < _PAGE_ROWS:
                 return
             sql = next_sql
-            params = (*self.params, *self.last_row[offset : offset + key_size])
+            params = (*self.params, *page[-1][key])
 
-    def _run(self, sql: str, params: tuple[Any, ...], *, limited: bool) -> list[Any]:
-        if limited:
-            sql = f"{sql} LIMIT {_PAGE_ROWS}"
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         cursor = self.cursor = self.conn.execute(sql, params)
+        return cursor
+
+    def _rest(self, cursor: sqlite3.Cursor) -> list[Any]:
+        # Every remaining row of ``cursor``, skipping (and counting) those the decoder repaired.
         rows: list[Any] = []
         if not self.lenient:
             try:
                 rows.extend(cursor)
+                return rows
             except sqlite3.OperationalError as exc:
                 if "decode" not in str(exc).lower():
                     raise
-                # The row that failed to decode was not consumed. Go on row by row with a lenient
-                # decoder (installed only now: the default one is the fast path).
                 self.lenient = True
                 self.conn.text_factory = self._lenient_text
-            else:
-                self.fetched = len(rows)
-                if rows:
-                    self.last_row = rows[-1]
-                return rows
-        fetched = len(rows)
-        if rows:
-            self.last_row = rows[-1]
         while True:
             before = self.repaired
             row = cursor.fetchone()
             if row is None:
-                self.fetched = fetched
+                cursor.close()
                 return rows
-            fetched += 1
-            self.last_row = row
             if self.repaired != before:
                 self.report.skip("invalid_utf8")
                 continue
@@ -546,7 +599,13 @@ def read_hermes_postgres(
     except psycopg.Error as exc:
         conn.close()
         raise SourceError(f"Cannot read {label}: {str(exc).strip()}", path=label) from exc
-    return _read_postgres(conn, label, message_columns, session_columns, report, session_id, shard, prompts)
+    mode = _Mode()
+    return SessionStream(
+        _read_postgres(
+            conn, label, message_columns, session_columns, report, session_id, shard, prompts, mode
+        ),
+        on_rows=mode.lean_rows,
+    )
 
 
 def _pg_open(url: str) -> tuple[Any, str, dict[str, str], dict[str, str]]:
@@ -602,10 +661,12 @@ def _read_postgres(
     session_id: str | None,
     shard: tuple[Any, Any] | None = None,
     prompts: bool = False,
-) -> Iterator[Session]:
+    mode: _Mode | None = None,
+) -> Iterator[SessionRows]:
     import psycopg
 
-    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts)
+    lean = mode is not None and mode.lean
+    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts, lean)
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
@@ -634,7 +695,7 @@ def _read_postgres(
         return _calls_by_id(parent_id, conn.execute(parent_sql, (parent_id,)).fetchall())
 
     try:
-        yield from assemble_sessions(
+        yield from assemble_rows(
             message_rows, session_rows, report, key=_text_order_key, parent_calls=parents
         )
     except psycopg.Error as exc:
@@ -766,7 +827,26 @@ def assemble_sessions(
 ) -> Iterator[Session]:
     """Merge message rows ordered by (session_id, id) with session rows ordered by id into Sessions.
 
-    Message rows are ``(session_id, order, *MESSAGE_COLUMNS)``; session rows are
+    The sessions of ``assemble_rows`` as a ``SessionStream`` (see there).
+    """
+    return SessionStream(
+        assemble_rows(message_rows, session_rows, report, key=key, parent_calls=parent_calls)
+    )
+
+
+def assemble_rows(
+    message_rows: Iterable[Sequence[Any]],
+    session_rows: Iterable[Sequence[Any]],
+    report: ReadReport,
+    *,
+    key: Callable[[Any], Any],
+    parent_calls: Callable[[Any], dict[str, ToolCall]] | None = None,
+) -> Iterator[SessionRows]:
+    """Merge message rows ordered by (session_id, id) with session rows ordered by id into sessions
+    in row form: each session (without messages) and its messages as ``MessageRow`` tuples.
+
+    Message rows are ``(session_id, order, *MESSAGE_COLUMNS)``, or only their first ``2 +
+    LEAN_COLUMNS`` items (then the messages have no name, timestamp or reasoning); session rows are
     ``(id, *SESSION_COLUMNS, parent's end_reason)``. Both must be sorted consistently with ``key``.
     Sessions with no live messages are yielded empty; messages whose session row is missing are
     counted as ``message_without_session`` and skipped. ``parent_calls(parent_id)`` returns the calls
@@ -777,7 +857,7 @@ def assemble_sessions(
     pending = next(sessions, None)
     current: Any = _NO_SESSION
     current_row: Sequence[Any] | None = None
-    messages: list[Message] = []
+    messages: list[MessageRow] = []
     known: set[str] = set()
     # Calls a later row of this session may repeat (from its compacted rows and its compression
     # parent), and the ids of repeated calls dropped, whose repeated results are dropped too.
@@ -788,31 +868,19 @@ def assemble_sessions(
     sentinels = CONTENT_SENTINELS
     loads = orjson.loads
     new_call = new_tool_call
-    # Messages are built inline (see kindling.sessions.model._MessageInit): this loop runs once per
-    # row, and a call per message is a good part of its cost.
-    new_object = object.__new__
-    blank = _MessageInit
-    message_class = Message
+    # This loop runs once per row: everything it needs is a local, and a message is a tuple (a
+    # Message object is built from it only for a consumer that asks for Sessions).
     # Counted here, while each session is built, so the report need not walk it again.
     calls_seen = results_seen = 0
     arguments_cache: dict[str, dict[str, Any]] = {}
-    for (
-        session_key,
-        order,
-        role,
-        content,
-        call_id,
-        raw_calls,
-        tool_name,
-        stamp,
-        reasoning,
-        reasoning_content,
-        compacted,
-    ) in message_rows:
+    for row in message_rows:
+        # Rows are (session_id, order, *MESSAGE_COLUMNS), or only the lean part of it (mining):
+        # the slice of a lean row is the row itself.
+        session_key, order, role, content, call_id, raw_calls, compacted = row[:_LEAN_ROW]
         if session_key != current:
             if current_row is not None:
                 report.add_counted(len(messages), calls_seen, results_seen)
-                yield _session(current_row, messages)
+                yield _session(current_row), messages
             messages = []
             append = messages.append
             known = set()
@@ -827,7 +895,7 @@ def assemble_sessions(
                 target = key(session_key)
                 while pending is not None and key(pending[0]) < target:
                     report.add_counted(0, 0, 0)
-                    yield _session(pending, [])
+                    yield _session(pending), []
                     pending = next(sessions, None)
                 if pending is not None and pending[0] == session_key:
                     current_row = pending
@@ -924,29 +992,23 @@ def assemble_sessions(
                 calls_seen += len(calls)
         elif calls:
             calls_seen += len(calls)
+        if len(row) == _LEAN_ROW:
+            append((role, content, calls, call_id, None, None, None, None))
+            continue
+        tool_name, stamp, reasoning, reasoning_content = row[_LEAN_ROW:]
         if stamp is not None and type(stamp) is not float:
             stamp = epoch(stamp)
-        if reasoning is None or reasoning == "":
+        if not reasoning:
             reasoning = reasoning_content or None
         if reasoning is not None and type(reasoning) is not str:
             reasoning = _text_of(reasoning)
-        built_message: Any = new_object(blank)
-        built_message.role = role
-        built_message.content = content
-        built_message.tool_calls = calls
-        built_message.tool_call_id = call_id
-        built_message.name = tool_name
-        built_message.error = None
-        built_message.timestamp = stamp
-        built_message.reasoning = reasoning
-        built_message.__class__ = message_class
-        append(built_message)
+        append((role, content, calls, call_id, tool_name, None, stamp, reasoning))
     if current_row is not None:
         report.add_counted(len(messages), calls_seen, results_seen)
-        yield _session(current_row, messages)
+        yield _session(current_row), messages
     while pending is not None:
         report.add_counted(0, 0, 0)
-        yield _session(pending, [])
+        yield _session(pending), []
         pending = next(sessions, None)
 
 
@@ -959,14 +1021,15 @@ def _text_of(value: Any) -> str | None:
 _NO_SESSION = object()
 
 
-def _session(row: Sequence[Any], messages: list[Message]) -> Session:
+def _session(row: Sequence[Any]) -> Session:
+    """The session of a session row, without its messages."""
     metadata = {
         name: value for name, value in zip(_METADATA_COLUMNS, row[7:], strict=False) if value is not None
     }
     return Session(
         str(row[0]),
         str(row[1]) if row[1] is not None else "unknown",
-        tuple(messages),
+        (),
         epoch(row[3]),
         epoch(row[4]),
         row[5],

@@ -7,8 +7,9 @@ Readers build them through ``new_message``/``new_tool_call`` (same objects, abou
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -277,3 +278,106 @@ def build_tool_call(
 ) -> ToolCall:
     """Return ``ToolCall(id, name, arguments, raw_arguments, requestor)``, built fast (see build_message)."""
     return new_tool_call(id, name, arguments, raw_arguments, requestor)
+
+
+# ------------------------------------------------------------------------------------- row form
+
+#: A message as a plain tuple of its fields, in ``Message``'s field order.
+MessageRow = tuple[
+    Role,
+    "str | None",
+    "tuple[ToolCall, ...]",
+    "str | None",
+    "str | None",
+    "bool | None",
+    "float | None",
+    "str | None",
+]
+#: ``message_row(message)`` returns the message in row form.
+message_row = cast("Callable[[Message], MessageRow]", operator.attrgetter(*Message.__slots__))
+#: A session in row form: the session (its ``messages`` may be left empty) and its messages as rows.
+SessionRows = tuple[Session, list[MessageRow]]
+
+
+def with_messages(session: Session, rows: list[MessageRow]) -> Session:
+    """Return ``session`` holding ``rows`` as its messages (built fast; see ``new_message``)."""
+    new_object = object.__new__
+    blank = _MessageInit
+    message_class = Message
+    messages: list[Message] = []
+    append = messages.append
+    for role, content, tool_calls, tool_call_id, name, error, timestamp, reasoning in rows:
+        message: Any = new_object(blank)
+        message.role = role
+        message.content = content
+        message.tool_calls = tool_calls
+        message.tool_call_id = tool_call_id
+        message.name = name
+        message.error = error
+        message.timestamp = timestamp
+        message.reasoning = reasoning
+        message.__class__ = message_class
+        append(message)
+    return Session(
+        session.id,
+        session.source,
+        tuple(messages),
+        session.started_at,
+        session.ended_at,
+        session.end_reason,
+        session.model,
+        session.parent_id,
+        session.reward,
+        session.metadata,
+    )
+
+
+class SessionStream:
+    """An iterator of Sessions that can hand the same sessions over in row form instead.
+
+    Readers that hold their rows as tuples anyway (the Hermes database reader) return one, so a
+    consumer that only reads fields (mining) can skip building a Message object per row:
+    ``session_rows(stream)`` takes the row form when the stream has not been iterated yet.
+    ``on_rows`` is called when the row form is taken, before the first row is read: a reader may
+    then leave out what only Message objects carry (name, timestamp, reasoning are None in rows).
+    """
+
+    __slots__ = ("_on_rows", "_rows", "_started")
+
+    def __init__(self, rows: Iterator[SessionRows], *, on_rows: Callable[[], None] | None = None) -> None:
+        self._rows = rows
+        self._started = False
+        self._on_rows = on_rows
+
+    def __iter__(self) -> SessionStream:
+        return self
+
+    def __next__(self) -> Session:
+        self._started = True
+        session, rows = next(self._rows)
+        return with_messages(session, rows)
+
+    def rows(self) -> Iterator[SessionRows]:
+        """Return the sessions in row form; the stream is then consumed through that iterator.
+
+        Raises ValueError when sessions were already taken from the stream.
+        """
+        if self._started:
+            raise ValueError("this session stream has already been read")
+        self._started = True
+        if self._on_rows is not None:
+            self._on_rows()  # the reader may then read less (what row form leaves empty)
+        return self._rows
+
+    def close(self) -> None:
+        """Stop reading: the reader closes what it opened."""
+        close = getattr(self._rows, "close", None)
+        if close is not None:
+            close()
+
+
+def session_rows(sessions: Iterable[Session]) -> Iterator[SessionRows]:
+    """Return ``sessions`` in row form: a fresh ``SessionStream``'s own rows, else each converted."""
+    if isinstance(sessions, SessionStream) and not sessions._started:
+        return sessions.rows()
+    return ((session, list(map(message_row, session.messages))) for session in sessions)

@@ -1,0 +1,196 @@
+"""Mining in row form (issue 14): the same results as the implementation before it, on every input.
+
+``mine(iter_sessions(db))`` takes the Hermes reader's rows without building a Message per row. The
+reference is the previous implementation kept verbatim in ``reference_mining.py`` (the reader's
+assembly loop building Message objects, and the mining loop over them); both run over the same
+source and must give identical results, read reports included: on the sample data, on generated
+databases full of malformed and compacted rows, and on the development data.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kindling.mining import mine
+from kindling.mining.patterns import finish
+from kindling.sessions import ReadReport, generate_sample_db, iter_sessions
+from kindling.sessions.model import SessionStream, session_rows
+from reference_mining import reference_assemble_sessions, reference_mine_partial
+
+TRAJECTORIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
+
+
+def reference(source: str | Path, monkeypatch: pytest.MonkeyPatch, **filters: Any) -> tuple[Any, Any]:
+    """Mine ``source`` the way the previous implementation did: Message objects all the way."""
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            "kindling.sessions.hermes.assemble_rows",
+            lambda rows, *args, **kwargs: session_rows(
+                reference_assemble_sessions(_old_layout(rows), *args, **kwargs)
+            ),
+        )
+        report = ReadReport()
+        max_examples = filters.pop("max_examples", 100)
+        # Streamed as mine() streams: with max_sessions the read stops early, report and all.
+        sessions = (session for session in iter_sessions(source, report=report))
+        partial = reference_mine_partial(sessions, keep_examples=max_examples > 0, **filters)
+    result = finish(partial, max_examples=max_examples, report=report)
+    return result.as_dict(), report.as_dict()
+
+
+def _old_layout(rows: Any) -> Any:
+    # The columns as the previous reader selected them: compacted came last.
+    for row in rows:
+        yield (*row[:6], *row[7:], row[6])
+
+
+def current(source: str | Path, **filters: Any) -> tuple[Any, Any]:
+    report = ReadReport()
+    stream = iter_sessions(source, report=report)
+    result = mine(stream, report=report, **filters)
+    return result.as_dict(), report.as_dict()
+
+
+def test_the_hermes_reader_hands_mining_its_rows(tmp_path: Path) -> None:
+    path = generate_sample_db(tmp_path / "state.db", sessions=20, seed=2)
+    stream = iter_sessions(path)
+    assert isinstance(stream, SessionStream)
+    # The same sessions either way.
+    rows = [(session.id, [row[:4] for row in messages]) for session, messages in stream.rows()]
+    objects = [
+        (session.id, [(m.role, m.content, m.tool_calls, m.tool_call_id) for m in session.messages])
+        for session in iter_sessions(path)
+    ]
+    assert rows == objects
+    started = iter_sessions(path)
+    next(started)
+    with pytest.raises(ValueError, match="already been read"):
+        started.rows()
+
+
+@pytest.mark.parametrize("min_messages", [20, 0])
+def test_sample_data_mines_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_messages: int
+) -> None:
+    path = generate_sample_db(tmp_path / "state.db", sessions=300, seed=5)
+    assert current(path, min_messages=min_messages) == reference(path, monkeypatch, min_messages=min_messages)
+
+
+# ------------------------------------------------------------------ generated Hermes databases
+
+SUMMARY = "[CONTEXT COMPACTION — REFERENCE ONLY] Earlier turns were compacted."
+WRAPPED = (
+    '<untrusted_tool_result source="web_extract">\nThe following content was retrieved from an external '
+    'source.\n\n{"success": false}\n</untrusted_tool_result>'
+)
+TOOLS = ["terminal", "read_file", "web_extract", "clarify", "memory"]
+texts = st.sampled_from(
+    [
+        "",
+        "ok",
+        "Please fix the parser",
+        '{"exit_code": 1}',
+        '{"success": true, "n": 1}',
+        "Error: nope",
+        "[1, 2]",
+        "\x00json:" + orjson.dumps([{"type": "text", "text": "look"}]).decode(),
+        "\x01json:{broken",
+        SUMMARY,
+        WRAPPED,
+        "  ",
+        "Traceback (most recent call last):",
+    ]
+)
+call_ids = st.sampled_from(["c1", "c2", "c3", "call_0"])
+arguments = st.sampled_from(
+    ['{"command": "ls"}', '{"path": "a.py"}', "{}", "not json", '{"b": 1, "a": [2]}', "[1]"]
+)
+one_call = st.builds(
+    lambda call_id, name, args, shape: (
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+        if shape == 0
+        else {"id": call_id, "name": name, "arguments": args}
+        if shape == 1
+        else {"function": {"name": name, "arguments": args}}
+        if shape == 2
+        else {"id": call_id, "function": {"name": "", "arguments": args}}
+    ),
+    call_ids,
+    st.sampled_from(TOOLS),
+    arguments,
+    st.integers(0, 3),
+)
+raw_calls = st.one_of(
+    st.none(),
+    st.lists(one_call, min_size=1, max_size=3).map(lambda calls: orjson.dumps(calls).decode()),
+    st.sampled_from(["[", '{"id": "c1"}', "[]", "3"]),
+)
+rows = st.tuples(
+    st.sampled_from(["s1", "s2", "s3", "zz", None]),
+    st.sampled_from(["user", "assistant", "tool", "system", "developer", "robot"]),
+    texts | st.none(),
+    call_ids | st.none(),
+    raw_calls,
+    st.sampled_from([(1, 0), (1, 0), (1, 0), (0, 1), (0, 0)]),
+)
+
+
+def write_database(path: Path, messages: list[Any]) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, started_at REAL NOT NULL,
+          ended_at REAL, end_reason TEXT, parent_session_id TEXT, model TEXT);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,
+          tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL, reasoning TEXT,
+          active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO sessions VALUES ('s1', 'cli', 3.0, NULL, 'compression', NULL, 'm');
+        INSERT INTO sessions VALUES ('s2', 'telegram', 1.0, NULL, NULL, 's1', 'm');
+        INSERT INTO sessions VALUES ('s3', 'cli', 2.0, NULL, 'error', 's2', NULL);
+        INSERT INTO sessions VALUES ('s4', 'cron', 5.0, NULL, NULL, NULL, NULL);
+        """
+    )
+    for index, (session, role, content, call_id, calls, (active, compacted)) in enumerate(messages):
+        conn.execute(
+            "INSERT INTO messages (id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,"
+            " active, compacted) VALUES (?, ?, ?, ?, ?, ?, 'terminal', ?, ?, ?)",
+            (index + 1, session, role, content, call_id, calls, float(index), active, compacted),
+        )
+    conn.commit()
+    conn.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(rows, max_size=40))
+def test_generated_databases_mine_as_before(messages: list[Any]) -> None:
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
+        path = Path(folder) / "state.db"
+        write_database(path, messages)
+        for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 1}, {"max_examples": 0}):
+            assert current(path, **filters) == reference(path, monkeypatch, **filters)
+
+
+# ------------------------------------------------------------------------- development data
+
+
+def development_sources() -> list[Path]:
+    """Every source in the development data: its files and its folders of per-task files."""
+    return sorted(entry for folder in TRAJECTORIES.iterdir() if folder.is_dir() for entry in folder.iterdir())
+
+
+@pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason=f"the development data is not at {TRAJECTORIES}")
+def test_development_data_mines_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = development_sources()
+    assert len(sources) >= 7
+    for source in sources:
+        expected = reference(source, monkeypatch, min_messages=0)
+        assert expected[1]["sessions"] > 0, source
+        assert current(source, min_messages=0) == expected, source
