@@ -1,6 +1,12 @@
 """Benchmark: kindling's full mining against a plain SQL pass over the same Hermes-style database.
 
-For two database sizes (generated with ``generate_sample_db`` and cached under build/bench/), each
+First, the figure issue 14 asks for: ``mine(iter_sessions(db))`` in one process against the
+anchor's ``raw`` scan (``../shared/anchors/anchor_mining.py``: one SELECT, orjson, calls paired
+with results, no objects built), both on a database made by the anchor's own generator
+(``make_hermes_db.py``) with at least 300,000 messages and on one twice that size (peak memory),
+interleaved in one run, in wall and in CPU time (target >= 0.5x).
+
+Then, for two database sizes (generated with ``generate_sample_db`` and cached under build/bench/), each
 measurement runs in its own subprocess so its peak memory (ru_maxrss) is its own:
 
 * baseline - one plain ``SELECT`` over ``messages``, ``orjson.loads`` of every ``tool_calls``,
@@ -18,13 +24,17 @@ peak memory,
 plus the task-text classifier's accuracy on the first database. ``--quick`` uses small sizes and
 finishes in seconds (a test runs it so the script cannot rot).
 
-    .venv/bin/python bench/mining.py            # ~355k and ~710k messages
+    .venv/bin/python bench/mining.py            # anchor: ~312k and ~624k; sample: ~355k and ~710k
     .venv/bin/python bench/mining.py --quick
+    .venv/bin/python bench/mining.py --anchor-only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import importlib.util
 import json
 import resource
 import sqlite3
@@ -42,6 +52,43 @@ CACHE = ROOT / "build" / "bench"
 FULL_SIZES = (4000, 8000)  # sessions: ~355k and ~710k messages
 QUICK_SIZES = (60, 120)
 SEED = 7
+ANCHORS = ROOT.parent / "shared" / "anchors"
+ANCHOR_SIZES = (4200, 8400)  # sessions of make_hermes_db.py: ~312k and ~624k messages
+QUICK_ANCHOR_SIZES = (40, 80)
+
+
+def anchor_module(name: str) -> Any:
+    """Import one of the anchor scripts (they are not part of kindling) by path."""
+    spec = importlib.util.spec_from_file_location(f"anchor_{name}", ANCHORS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def anchor_db(sessions: int, cache: Path = CACHE) -> Path:
+    """Return a cached database made by the anchor's own generator, generating it on first use."""
+    path = cache / f"anchor-hermes-s{sessions}-seed{SEED}.db"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        subprocess.run(
+            [sys.executable, str(ANCHORS / "make_hermes_db.py"), str(partial), str(sessions), str(SEED)],
+            check=True,
+            capture_output=True,
+        )
+        partial.rename(path)
+    return path
+
+
+def run_anchor_raw(path: Path) -> dict[str, Any]:
+    """The anchor's raw scan, exactly as its script runs it."""
+    calls = anchor_module("anchor_mining").raw(str(path))
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    conn.close()
+    return {"messages": messages, "paired": calls}
 
 
 def sample_db(sessions: int, cache: Path = CACHE) -> Path:
@@ -161,6 +208,7 @@ def run_mine_only(path: Path) -> dict[str, Any]:
 
 
 WORKERS = {
+    "anchor_raw": run_anchor_raw,
     "baseline": run_baseline,
     "select": run_select,
     "reader": run_reader,
@@ -175,6 +223,11 @@ def worker(kind: str, path: Path) -> None:
     # Imports are not part of the measurement, and every kind pays the same memory for them.
     import kindling.mining
     import kindling.sessions.hermes  # noqa: F401
+
+    # Format detection may import a reader's dependencies on first use (SQLAlchemy for recorded
+    # proxy sessions): a one-time cost of the process, not of reading.
+    with contextlib.suppress(ImportError):
+        importlib.import_module("kindling.sessions.recorded")
 
     start = time.perf_counter()
     cpu_start = time.process_time()
@@ -252,12 +305,52 @@ def text_accuracy(path: Path) -> tuple[float | None, int]:
     return result.accuracy, result.total
 
 
+def against_anchor(sizes: tuple[int, ...], repeats: int, cache: Path) -> None:
+    """Print one-process mining against the anchor's raw scan, measured alternately in this run."""
+    if not (ANCHORS / "anchor_mining.py").is_file():
+        print(f"\nanchor: {ANCHORS} is not there; the figure against the anchor's raw scan is left out")
+        return
+    print("\none process against the anchor's raw scan (anchor_mining.py raw), on make_hermes_db.py data")
+    peaks: list[float] = []
+    for sessions in sizes:
+        path = anchor_db(sessions, cache)
+        raw: dict[str, Any] | None = None
+        mining: dict[str, Any] | None = None
+        for _ in range(repeats):  # alternately, so both see the same load
+            once_raw = measure("anchor_raw", path, 1)
+            once_mining = measure("mining", path, 1)
+            if raw is None or once_raw["seconds"] < raw["seconds"]:
+                raw = once_raw
+            if mining is None or once_mining["seconds"] < mining["seconds"]:
+                mining = once_mining
+        assert raw is not None and mining is not None
+        if raw["paired"] != mining["paired"]:
+            print(f"  warning: the anchor paired {raw['paired']} calls, mining {mining['paired']}")
+        messages = raw["messages"]
+        print(f"  {sessions} sessions, {messages:,} messages ({path.name})")
+        for name, fig in (("anchor raw", raw), ("mining", mining)):
+            print(
+                f"    {name:<10} {messages / fig['seconds']:>12,.0f} msg/s  {fig['seconds']:7.2f} s  "
+                f"(cpu {fig['cpu_seconds']:5.2f} s)  peak {fig['peak_rss_mb']:7.1f} MB"
+            )
+        print(
+            f"    ratio mining/anchor raw (one process): {raw['seconds'] / mining['seconds']:.2f}x "
+            f"(target >= 0.5x); in CPU time: {raw['cpu_seconds'] / mining['cpu_seconds']:.2f}x"
+        )
+        peaks.append(mining["peak_rss_mb"])
+    if len(peaks) == 2:
+        print(f"  mining peak memory as the database doubles: {peaks[0]:.1f} MB -> {peaks[1]:.1f} MB")
+
+
 def main() -> None:
     """Parse arguments, run the measurements and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small databases; runs in a few seconds")
     parser.add_argument("--repeats", type=int, default=None, help="runs per measurement (fastest kept)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where generated databases are kept")
+    parser.add_argument(
+        "--anchor-only", action="store_true", help="only the one-process figure vs the anchor"
+    )
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -268,6 +361,9 @@ def main() -> None:
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     repeats = args.repeats or (1 if args.quick else 3)
     print(f"kindling mining benchmark ({'quick' if args.quick else 'full'}; fastest of {repeats})")
+    against_anchor(QUICK_ANCHOR_SIZES if args.quick else ANCHOR_SIZES, repeats, args.cache)
+    if args.anchor_only:
+        return
     for sessions in sizes:
         path = sample_db(sessions, args.cache)
         base = measure("baseline", path, repeats)
