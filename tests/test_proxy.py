@@ -496,3 +496,35 @@ def test_create_app_refuses_an_open_relay_however_settings_are_built(tmp_path: P
 
     with pytest.raises(ConfigError, match="never an open relay"):
         create_app(ProxySettings(upstream="http://127.0.0.1:9/v1", host="0.0.0.0", db=str(tmp_path / "p.db")))
+
+
+def test_a_restarted_proxy_repeats_the_stored_warm_up_and_a_warm_up_error_forwards_unchanged(
+    fake_openai: FakeOpenAI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    save_template(tmp_path / "templates")
+    db = tmp_path / "proxy.db"
+    messages: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Read src/parser.py please"}]
+    with running_proxy(fake_openai.base_url, db, templates=str(tmp_path / "templates")) as proxy:
+        reply = _client(proxy.base_url).chat.completions.create(
+            model="fake-model", messages=messages, tools=TOOLS
+        )
+    messages += [
+        reply.choices[0].message.model_dump(exclude_none=True),
+        {"role": "user", "content": "thanks"},
+    ]
+    # A new proxy on the same store (a restart, or a second proxy) knows the conversation and its bytes.
+    with running_proxy(fake_openai.base_url, db, templates=str(tmp_path / "templates")) as proxy:
+        _client(proxy.base_url).chat.completions.create(model="fake-model", messages=messages, tools=TOOLS)
+        assert status(proxy.base_url)["continued"] == 1
+    (block,) = _stored_warm_blocks(db).values()
+    assert block is not None
+    _warm_prefix([r["raw"] for r in fake_openai.requests], block)
+
+    fake_openai.requests.clear()
+    with running_proxy(
+        fake_openai.base_url, tmp_path / "other.db", templates=str(tmp_path / "templates"), template="missing"
+    ) as proxy:
+        sent = {"model": "fake-model", "messages": messages[:2], "tools": TOOLS}
+        assert httpx.post(f"{proxy.base_url}/chat/completions", json=sent).status_code == 200
+    assert fake_openai.requests[-1]["body"] == sent  # forwarded unwarmed
+    assert any("warm-up failed" in r.getMessage() for r in caplog.records)

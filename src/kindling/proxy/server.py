@@ -57,7 +57,6 @@ class ProxyServer:
     def __init__(
         self, settings: ProxySettings, store: ProxyStore | None = None, *, log_level: str = "warning"
     ) -> None:
-        _log_to_stderr(logging.WARNING)
         self.settings = settings
         self.app = create_app(settings, store=store)
         config = uvicorn.Config(
