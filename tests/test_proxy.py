@@ -436,7 +436,7 @@ def test_canonical_prefix_ignores_how_a_client_re_serializes_a_reply() -> None:
         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
     }
     echoed = {
-        "tool_calls": [{"function": {"arguments": "{}", "name": "t"}, "id": "c1"}],
+        "tool_calls": [{"function": {"arguments": "{ }", "name": "t"}, "id": "c1"}],
         "role": "assistant",
         "content": "",
         "refusal": None,

@@ -7,7 +7,8 @@ message hash to the same value, so one lookup finds the conversation (memory fir
 which is how a second proxy sharing PostgreSQL recognises it).
 
 Canonical form keeps what the model saw and drops what clients re-serialize differently: role,
-content (``""`` and ``null`` alike), each call's id, name and argument text, ``tool_call_id``, ``name``.
+content (``""`` and ``null`` alike), each call's id, name and arguments (by value when they are JSON,
+since clients re-serialize them), ``tool_call_id``, ``name``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def canonical_message(message: Mapping[str, Any]) -> bytes:
                 continue
             function = call.get("function")
             function = function if isinstance(function, Mapping) else {}
-            rendered.append((call.get("id"), function.get("name"), function.get("arguments")))
+            rendered.append((call.get("id"), function.get("name"), _arguments(function.get("arguments"))))
     # A fixed-position array: no key sorting, and "" / null / missing all become null.
     return orjson.dumps(
         (
@@ -51,8 +52,20 @@ def canonical_message(message: Mapping[str, Any]) -> bytes:
             message.get("tool_call_id") or None,
             message.get("name") or None,
         ),
+        option=orjson.OPT_SORT_KEYS,
         default=str,
     )
+
+
+def _arguments(value: Any) -> Any:
+    # Clients re-serialize the arguments they echo back (Hermes drops the spaces), so JSON
+    # arguments count by their value; text that is not JSON counts as written.
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
 
 
 class PrefixHasher:
