@@ -35,6 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from kindling.confirm import policy
 from kindling.confirm.deps import SettingsDep, StoreDep
 from kindling.confirm.handlers import client_message, status_for
+from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.spoofing import marked_segments, text_warnings
 from kindling.confirm.store import Confirmation, ConfirmationStore
 from kindling.confirm.web import TEMPLATES_DIR
@@ -176,14 +177,14 @@ async def login_page(request: Request, store: StoreDep) -> HTMLResponse:
         httponly=True,
         samesite="strict",
         path="/ui",
-        # Secure only when this very request came over TLS: the nonce guards one form post, and a
-        # proxy's plain-http leg must still get it back.
+        # Secure when this request came over TLS. The nonce is no credential (it only ties the form's
+        # post to this browser), so a daemon reached over plain http still lets people sign in.
         secure=request.url.scheme == "https",
     )
     return response
 
 
-def _secure(request: Request, settings: Any) -> bool:
+def _secure(request: Request, settings: ConfirmSettings) -> bool:
     # Behind a TLS-terminating proxy the request itself may look like plain http.
     return request.url.scheme == "https" or str(settings.base_url).startswith("https://")
 
