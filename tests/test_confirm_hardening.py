@@ -78,22 +78,19 @@ def test_deep_details_are_refused_at_submit_and_reads_never_fail(
     assert decided.status_code == 200 and decided.json()["status"] == "approved"
 
 
+@pytest.mark.parametrize("depth", [300, 1020])
 def test_a_decision_on_a_deep_row_from_before_the_limit_is_not_a_500(
-    client: httpx.Client, tokens: Tokens, store: ConfirmationStore
+    client: httpx.Client, tokens: Tokens, store: ConfirmationStore, depth: int
 ) -> None:
     rid = _submit(client, tokens.agent).json()["id"]
-    # A row stored by an older daemon, before submit bounded the depth.
-    deep = _nested(300)
+    # A row stored by an older daemon, before submit bounded the depth (orjson read up to 1024).
     with store.engine.begin() as conn:
         conn.execute(
-            sa.text("UPDATE confirm_requests SET details = :d, digest = :g WHERE id = :i"),
-            {
-                "d": json.dumps(deep),
-                "g": policy.request_digest("restart_worker", "Restart the worker", deep),
-                "i": rid,
-            },
+            sa.text("UPDATE confirm_requests SET details = :d WHERE id = :i"),
+            {"d": '{"a":' * depth + '"leaf"' + "}" * depth, "i": rid},
         )
-    assert client.get(f"/confirm/{rid}", headers=auth(tokens.approver)).status_code == 200
+    got = client.get(f"/confirm/{rid}", headers=auth(tokens.approver))
+    assert got.status_code == 200 and "deny this request" in got.json()["details"]["not_shown"]
     assert client.get("/confirm", headers=auth(tokens.approver)).status_code == 200
     with httpx.Client(base_url=str(client.base_url)) as web:
         assert sign_in(web, tokens.approver).status_code == 303

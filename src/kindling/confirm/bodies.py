@@ -213,3 +213,30 @@ def check_value(value: Any) -> bool:
             else:
                 stack.extend((v, depth + 1) for v in item)
     return has_float
+
+
+def nesting_depth(value: Any) -> int:
+    """Return how deeply ``value`` nests objects and arrays (0 for a scalar), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            deepest = max(deepest, depth + 1)
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+            deepest = max(deepest, depth + 1)
+    return deepest
+
+
+def displayable_details(details: Any) -> Any:
+    """Return ``details`` as it may be shown: a stored value nested past ``MAX_DEPTH`` (from before
+    submit bounded it) becomes a notice, since encoding it could exhaust the stack."""
+    depth = nesting_depth(details)
+    if depth <= MAX_DEPTH:
+        return details
+    return {
+        "not_shown": f"These details nest {depth} levels deep, past the {MAX_DEPTH} allowed; "
+        "they cannot be shown, so deny this request."
+    }

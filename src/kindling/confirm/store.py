@@ -205,7 +205,7 @@ class ConfirmationStore:
             id=row.id,
             action=row.action,
             description=row.description,
-            details=json.loads(row.details),
+            details=_load_details(row.details),
             digest=row.digest,
             requester=row.requester,
             session_key=row.session_key,
@@ -927,6 +927,14 @@ class _Values:
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
+
+
+def _load_details(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        # Stored by a daemon that did not yet bound the depth; reading it must not fail every read.
+        return {"not_shown": "These details nest too deeply to read; deny this request."}
 
 
 def _restrict_sqlite_file(path: str | None) -> None:

@@ -13,6 +13,7 @@ from kindling.confirm.bodies import (
     ApproveBody,
     DenyBody,
     SubmitBody,
+    displayable_details,
     error_responses,
     openapi_body,
     read_body,
@@ -39,6 +40,7 @@ def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, A
     approver reads differ from what runs (bidi overrides, invisible characters, look-alikes).
     """
     data = record.to_dict()
+    data["details"] = displayable_details(record.details)
     data["approve_url"] = f"{settings.base_url}/confirm/{record.id}/approve"
     data["deny_url"] = f"{settings.base_url}/confirm/{record.id}/deny"
     data["warnings"] = text_warnings(record.description, record.details)

@@ -33,6 +33,7 @@ from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 
 from kindling.confirm import policy
+from kindling.confirm.bodies import displayable_details
 from kindling.confirm.deps import SettingsDep, StoreDep
 from kindling.confirm.handlers import client_message, status_for
 from kindling.confirm.settings import ConfirmSettings
@@ -142,6 +143,7 @@ def _card(record: Confirmation, secret: str, session: WebSession) -> dict[str, A
     now_ms = int(time.time() * 1000)
     return {
         "r": record,
+        "details": displayable_details(record.details),
         "warnings": text_warnings(record.description, record.details),
         "shown": shown_token(secret, session.cookie, record.id, record.digest, now_ms),
     }
