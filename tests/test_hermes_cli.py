@@ -267,3 +267,5 @@ def test_warm_up_failure_logs_one_line_and_the_request_goes_unwarmed(
     assert warmer(request={"input": []}, session_id="s2") is None  # not chat messages: left alone
     anthropic = warmer(request=request, session_id="s3", api_mode="anthropic_messages")
     assert anthropic is None and "'anthropic_messages' API mode" in caplog.text
+    assert warmer(request=request, session_id="", api_mode="chat_completions") is None
+    assert "requests without a session id" in caplog.text

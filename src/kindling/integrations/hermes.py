@@ -90,17 +90,15 @@ class SessionWarmer:
         self.settings = settings
         self.max_sessions = max_sessions
         self._cache: OrderedDict[str, str] = OrderedDict()  # session id -> warm messages as JSON text
-        self._skipped_modes: set[str] = set()
+        self._skipped: set[str] = set()  # reasons already logged once
         self._lock = threading.Lock()
 
-    def _skip_once(self, api_mode: str) -> None:
+    def _skip_once(self, what: str) -> None:
         with self._lock:
-            if api_mode in self._skipped_modes:
+            if what in self._skipped:
                 return
-            self._skipped_modes.add(api_mode)
-        logger.warning(
-            "kindling: no warm-up in Hermes's %r API mode (only chat completions are warmed).", api_mode
-        )
+            self._skipped.add(what)
+        logger.warning("kindling: no warm-up for %s.", what)
 
     def forget(self, session_id: str = "", **_: Any) -> None:
         """Drop a session's cached warm-up (Hermes reset or finalized the session)."""
@@ -109,12 +107,16 @@ class SessionWarmer:
 
     def __call__(self, request: Any = None, session_id: str = "", api_mode: str = "", **_: Any) -> Any:
         """Hermes calls this before every API call; return ``{"request": ...}`` or None to leave it."""
-        if api_mode not in CHAT_API_MODES or not isinstance(request, dict):
-            self._skip_once(api_mode)
+        if (api_mode or "") not in CHAT_API_MODES:
+            self._skip_once(f"Hermes's {api_mode!r} API mode (only chat completions are warmed)")
             return None
-        if not isinstance(request.get("messages"), list):
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return None
-        key = session_id or "(no session)"
+        if not session_id:
+            # Without a session there is nothing to keep the warm-up identical across calls.
+            self._skip_once("requests without a session id")
+            return None
+        key = session_id
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
