@@ -107,8 +107,10 @@ def test_status_reports_what_loads_and_whether_the_daemon_answers(
     assert data["daemon"]["answers"] is True and data["daemon"]["token"] == "accepted"
     assert data["settings"]["budget"] == 900 and data["settings"]["confirm_token"] == "(set)"
     assert tokens.agent not in out  # the token itself is never printed
+    assert data["templates"]["with_examples"] == 0
     code, out = invoke("hermes", "status")
     assert code == 0 and "Plugin loads:    yes" in out and f"{base} answers; token accepted" in out
+    assert "Templates:       0 with examples" in out and "kindling build" in out
 
     _settings_config(isolated_homes, confirm_url=base, confirm_token="wrong")
     assert json.loads(invoke("hermes", "status", "--json")[1])["daemon"]["token"] == "refused (401)"

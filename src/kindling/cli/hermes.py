@@ -73,6 +73,11 @@ def _print_status(data: dict[str, Any]) -> None:
         f"Warm-up:         template {settings['template']}, budget {settings['budget']}, style {settings['style']}",
         markup=False,
     )
+    templates = data.get("templates")
+    if templates is not None:
+        usable = templates["with_examples"]
+        note = "" if usable else " (nothing to warm with: build one with `kindling build NAME SOURCE`)"
+        console.print(f"Templates:       {usable} with examples in {templates['store']}{note}", markup=False)
     daemon = data.get("daemon")
     if daemon is not None:
         answer = "answers" if daemon["answers"] else f"does not answer ({daemon.get('error', 'unhealthy')})"

@@ -367,7 +367,8 @@ def daemon_status(url: str, token: str, *, timeout: float = 3.0) -> dict[str, An
 
 
 def status(*, check_daemon: bool = True) -> dict[str, Any]:
-    """Return what Hermes will load: the entry point, config.yaml's plugin lists, the settings and the daemon.
+    """Return what Hermes will load: the entry point, config.yaml's plugin lists, the settings, the
+    templates the warm start can use and whether the daemon answers.
 
     Raises ConfigError when config.yaml or the plugin's settings are broken.
     """
@@ -394,6 +395,17 @@ def status(*, check_daemon: bool = True) -> dict[str, Any]:
         "parts": {"warm": settings.warm, "tools": settings.tools, "approvals": settings.approvals},
         "settings": settings.as_dict(),
     }
+    if settings.warm:
+        from kindling.templates.store import open_store
+
+        store = open_store()
+        templates = store.list()
+        data["templates"] = {
+            "store": str(store.location),
+            "count": len(templates),
+            "with_examples": sum(1 for t in templates if t.examples),
+            "problems": [p.reason for p in store.problems],
+        }
     if check_daemon and settings.approvals:
         data["daemon"] = daemon_status(settings.confirm_url, settings.confirm_token)
     return data
