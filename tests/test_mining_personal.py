@@ -127,6 +127,9 @@ def test_find_user_id_by_name_zip() -> None:
         ("the ZIP should be 90210.", "zip"),
         ("you can look me up by my full name, Lei Wilson, and", "name"),
         ("(Visa, last four 9488)", "card_number"),
+        ("You're Chen Smith, living in Jacksonville 32278.", "name"),
+        ("You're Chen Smith, living in Jacksonville 32278.", "zip"),
+        ("You are daiki_johnson_9523 living in Denver, USA, 80273.", "zip"),
     ],
 )
 def test_each_category_is_caught_in_free_text(text: str, kind: str) -> None:
@@ -200,6 +203,11 @@ def test_short_keyed_values_are_replaced_at_their_key_but_not_in_free_text() -> 
     assert json.loads(clean.result) == {"user_id": "7", "items": 7}
 
 
+def test_an_order_id_given_without_its_prefix_gets_the_same_placeholder() -> None:
+    clean = SCRUBBER.scrub(_example({"order_id": "#W9502127"}, "ok", context="provide 9502127 or W9502127"))
+    assert clean.context == "provide <order_id_1> or <order_id_1>"
+
+
 def test_distinct_values_get_distinct_placeholders_and_scrubbing_is_idempotent() -> None:
     clean = SCRUBBER.scrub(
         _example({"order_ids": ["#W1111111", "#W2222222", "#W1111111"]}, "#W2222222 then #W1111111")
@@ -234,6 +242,13 @@ def test_an_episode_is_scrubbed_whole_with_one_numbering() -> None:
     assert clean["calls"][1]["tool_name"] == "cancel_pending_order"
     assert clean["session_id"] == "yara_silva_7567"
     assert episode["calls"][0]["result"] == "yara_silva_7567"  # pure: the input is unchanged
+    # Only the texts, with values from the calls by field name (what episodes store).
+    request, opening = SCRUBBER.scrub_texts(
+        ["You are Yara Silva; cancel #W3730488 for user yara_silva_7567.", "Hi, it's about zip 77159"],
+        context=episode["calls"],
+    )
+    assert request == "You are <name_1> <name_2>; cancel <order_id_1> for user <user_id_1>."
+    assert opening == "Hi, it's about zip <zip_1>"
 
 
 # A personal value of each shape, under a key that says what it is.
@@ -410,6 +425,18 @@ def test_no_kept_example_from_the_development_data_carries_a_customer_identifier
         leaks += [
             (example.session_id, example.tool_name, v) for v in hits if owners[v] - {example.session_id}
         ]
+    # Episodes (a past task's instruction or opening request) carry none either.
+    from kindling.templates.episodes import EpisodeCollector
+
+    collector = EpisodeCollector(min_messages=0)
+    for session in sessions:
+        collector(session)
+    assert len(collector.episodes) > 300
+    for episode in collector.episodes:
+        text = f"{episode.request} {episode.opening}"
+        words = set(token.findall(text)) | {w.strip(".'") for w in token.findall(text)}
+        hits = {v for v in owners if (v in words if " " not in v else v in text)}
+        leaks += [(episode.session_id, "episode", v) for v in hits if owners[v] - {episode.session_id}]
     assert not leaks, f"{len(leaks)} identifiers of another session kept, e.g. {leaks[:5]}"
     # Unscrubbed, the same check finds them: the test can fail.
     raw = mine(

@@ -264,7 +264,9 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
     ),
     "zip": (
         # after a state code or a city: "Seattle, WA 98101", "New York, 10001"
-        r"(?:\b[A-Z]{2},?|\b[A-Z][a-z]+,)\s+(?P<value>\d{5}(?:-\d{4})?)\b",
+        r"(?:\b[A-Z]{2,3},?|\b[A-Z][a-z]+,)\s+(?P<value>\d{5}(?:-\d{4})?)\b",
+        # "living in Jacksonville 32278"
+        r"\b(?:in|from|at)\s+(?:[A-Z][a-z]+\s+){1,3}(?P<value>\d{5}(?:-\d{4})?)\b",
         # "zip code is 12345", "the ZIP should be 90210", "my zip code, 98187"
         r"(?i:\b(?:zip|postal|post)(?:\s*code)?\b[^\d.?!\n<(\[{]{0,25}?)(?<![\d-])(?P<value>\d{5}(?:-\d{4})?)\b",
     ),
@@ -282,7 +284,8 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
         r"(?:\bName:|\b(?:[Mm]y|[Ff]ull|[Ff]irst|[Ll]ast|[Cc]ustomer|[Uu]ser)\s+name\b[^.?!\n]{0,40}?[,:]"
         r"|\b[Nn]ame\b[^.?!:\n]{1,40}?:)\s+"
         rf"(?P<value>{_NAME}(?: {_NAME}){{0,2}})\b",
-        rf"(?:\bI am|\bI'm|\bI’m|\b[Tt]his is|\b[Ii]t's|\b[Ii]t’s)\s+(?P<value>{_NAME} {_NAME})\b",
+        rf"(?:\bI am|\bI'm|\bI’m|\b[Tt]his is|\b[Ii]t's|\b[Ii]t’s|\b[Yy]ou are|\b[Yy]ou're|\b[Yy]ou’re)\s+"
+        rf"(?P<value>{_NAME} {_NAME})\b",
         r"\b(?:[Cc]ustomer|[Uu]ser|[Cc]lient|[Pp]assenger|[Mm]r\.?|[Mm]rs\.?|[Mm]s\.?|[Dd]r\.),?\s+"
         rf"(?P<value>{_NAME} {_NAME})\b",
         # "X Y (user_id: ...)", "<user_id_1> (X Y, ZIP ...)"

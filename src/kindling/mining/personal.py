@@ -24,6 +24,7 @@ in one call so one customer's id has one placeholder across all its calls::
     scrubber = PersonalDataScrubber.from_config(load_mining_config())
     clean_example = scrubber.scrub(example)          # an Example comes back
     clean_episode = scrubber.scrub({"request": text, "calls": [call, ...]})
+    request, opening = scrubber.scrub_texts([request, opening], context=calls)  # only the texts
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ _MIN_FREE_TEXT = 3
 _MIN_FREE_DIGITS = 4
 # One "key": "string" or "key": number pair of JSON text (escapes inside the string kept as they are).
 _JSON_PAIR = re.compile(r'"([A-Za-z_][\w-]{0,63})"\s*:\s*(?:"((?:[^"\\\n]|\\.){1,200})"|(-?\d[\d.]{0,30}))')
+_PREFIXED_ID = re.compile(r"#?[A-Z]{1,3}(\d{6,})")
+# Joins the strings of a JSON value for one scan; "." and newlines stop every pattern at the seam.
+_LEAF_BREAK = "\n.\n"
 # What kindling.mining.patterns.truncate leaves after a cut, and a value cut short just before it.
 _CUT_MARK = "\n…[truncated "
 _CUT_VALUE = re.compile(r"(?<![\w@#.+-])([\w@#.+-]{3,})(\n…\[truncated \d+ of \d+ chars\])")
@@ -128,6 +132,23 @@ class PersonalDataScrubber:
         placeholders.seal()
         return _rebuild(record, content, placeholders)
 
+    def scrub_texts(self, texts: Sequence[str], *, context: Iterable[Any] = ()) -> list[str]:
+        """Return ``texts`` with personal data replaced, under one numbering.
+
+        Values are found in the texts (field names and patterns) and in ``context`` (call
+        arguments and results, as JSON-like values or texts) by field name only: the patterns
+        scan just the texts returned, so long results cost little. Use it for an episode's
+        request beside all of its calls.
+        """
+        placeholders = Placeholders(self)
+        for text in texts:
+            placeholders.collect(text, is_text=True)
+        placeholders.scanning = False
+        for part in context:
+            placeholders.collect(part, is_text=isinstance(part, str))
+        placeholders.seal()
+        return [placeholders.text(text) for text in texts]
+
     def placeholders_for(self, parts: Iterable[Any]) -> Placeholders:
         """Return the placeholder map of ``parts`` (texts or JSON-like values) for ``Placeholders.apply``."""
         placeholders = Placeholders(self)
@@ -146,6 +167,7 @@ class Placeholders:
         self._counts: dict[str, int] = {}
         self._regex: re.Pattern[str] | None = None
         self._caseless: dict[str, str] = {}
+        self.scanning = True  # False: collect only values that field names mark, no pattern scan
 
     def add(self, kind: str, value: str) -> str:
         """Return the placeholder of ``value`` (a new ``<kind_n>`` when it was not seen before)."""
@@ -157,6 +179,11 @@ class Placeholders:
             number = self._counts.get(kind, 0) + 1
             self._counts[kind] = number
             found = self.by_value[value] = f"<{kind}_{number}>"
+            # "#W9502127" is also given as "W9502127" or "9502127": the same id, the same placeholder.
+            short = _PREFIXED_ID.fullmatch(value)
+            if short is not None:
+                for alias in (value.lstrip("#"), short.group(1)):
+                    self.by_value.setdefault(alias, found)
             self._regex = None
         return found
 
@@ -165,7 +192,9 @@ class Placeholders:
         if isinstance(part, str):
             self._collect_text(part, parse=is_text)
         else:
-            self._collect_value(part, None)
+            leaves: list[str] = []
+            self._collect_value(part, None, leaves)
+            self._scan(_LEAF_BREAK.join(leaves))
 
     def seal(self) -> None:
         """Build the one expression that finds every collected value in a text."""
@@ -223,20 +252,27 @@ class Placeholders:
             return self.text(value)
         return value
 
-    def _collect_value(self, value: Any, key: str | None) -> None:
+    def _collect_value(self, value: Any, key: str | None, leaves: list[str]) -> None:
+        # Keyed values are numbered here; every text (keys too) goes to ``leaves``, which the
+        # patterns then scan in one pass instead of once per string.
         kind = self._scrubber.type_of_key(key) if key is not None else None
         if isinstance(value, dict):
             for k, v in value.items():
                 if isinstance(k, str):
-                    self._collect_text(k, parse=False)
-                self._collect_value(v, k if isinstance(k, str) else None)
+                    leaves.append(k)
+                self._collect_value(v, k if isinstance(k, str) else None, leaves)
         elif isinstance(value, list):
             for item in value:
-                self._collect_value(item, key)
+                self._collect_value(item, key, leaves)
         elif kind is not None and _is_scalar(value):
             self._add_keyed(kind, str(value))
-        elif isinstance(value, str):
-            self._collect_text(value, parse=True)
+            if isinstance(value, str):
+                leaves.append(value)
+        elif isinstance(value, str) and value:
+            if '":' in value and value.lstrip()[:1] in ("{", "["):
+                self._collect_text(value, parse=True)  # JSON inside a string
+            else:
+                leaves.append(value)
 
     def _add_keyed(self, kind: str, value: str) -> None:
         if kind in _NAME_TYPES:
@@ -253,7 +289,10 @@ class Placeholders:
             try:
                 if text.lstrip()[:1] not in ("{", "["):
                     raise ValueError("not a JSON document")
-                self._collect_value(orjson.loads(text), None)
+                leaves: list[str] = []
+                self._collect_value(orjson.loads(text), None, leaves)
+                if "\\u" in text:  # escaped characters: the decoded strings read differently
+                    self._scan(_LEAF_BREAK.join(leaves))
             except ValueError:  # orjson.JSONDecodeError is one
                 # Not JSON as a whole (a result cut to its limit, JSON inside a log line): its
                 # "key": value pairs still say which values are personal.
@@ -262,6 +301,11 @@ class Placeholders:
                     found = match.group(2) if match.group(2) is not None else match.group(3)
                     if kind is not None and found:
                         self._add_keyed(kind, found)
+        self._scan(text)
+
+    def _scan(self, text: str) -> None:
+        if not text or not self.scanning:
+            return
         for kind, regex in self._scrubber._regexes:
             has_group = "value" in regex.groupindex
             for match in regex.finditer(text):

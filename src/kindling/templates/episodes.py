@@ -68,11 +68,13 @@ def episode_of(
                     pending[call.id] = (call.name, position, call.arguments)
         elif message.role == "tool" and message.tool_call_id in pending:
             name, call_position, arguments = pending.pop(message.tool_call_id)
+            # Every call's values mark what is personal in the request, also a call that failed
+            # ("say 98178 first, then 98186": the wrong zip is still this customer's).
+            calls.append({"arguments": dict(arguments), "result": message.content or ""})
             if name in trivial:
                 continue
             if classify.classify(name, message.content, message.error).status is OutcomeStatus.OK:
                 steps.append(EpisodeStep(tool_name=name, position=call_position))
-                calls.append({"arguments": dict(arguments), "result": message.content or ""})
     opening = opening_request(session)
     request = _instruction(session) or opening
     if not steps or not request:
@@ -81,9 +83,7 @@ def episode_of(
     if redact is not None:
         opening, request = redact.text(opening), redact.text(request)
     if scrubber is not None:
-        record: dict[str, Any] = {"request": request, "text": opening, "calls": calls}
-        clean = scrubber.scrub(record)
-        request, opening = str(clean["request"]), str(clean["text"])
+        request, opening = scrubber.scrub_texts([request, opening], context=calls)
     task_id = session.metadata.get("task_id")
     return Episode(
         session_id=session.id,
