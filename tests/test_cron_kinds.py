@@ -24,7 +24,7 @@ def sample_db(tmp_path: Path) -> Path:
     return generate_sample_db(tmp_path / "state.db", sessions=40, seed=7)
 
 
-def test_build_template_job_rebuilds_and_bumps_the_version(sample_db: Path, tmp_path: Path) -> None:
+def test_build_template_job_rebuilds_only_when_something_changed(sample_db: Path, tmp_path: Path) -> None:
     store = JsonJobStore()
     templates_dir = tmp_path / "templates"
     job = store.add(
@@ -43,9 +43,22 @@ def test_build_template_job_rebuilds_and_bumps_the_version(sample_db: Path, tmp_
     [output] = sorted((output_root() / job.id).glob("*.md"))
     assert "Built template sample-work" in output.read_text(encoding="utf-8")
 
+    open_store(templates_dir).save(first.model_copy(update={"description": "Nightly work", "tags": ("ops",)}))
+    described = open_store(templates_dir).get("sample-work")
+
     [again] = tick(store, now=LATER + timedelta(days=1)).runs
-    assert again.status == "ok"
-    assert open_store(templates_dir).get("sample-work").version > first.version
+    assert again.status == "ok", again.error
+    same = open_store(templates_dir).get("sample-work")
+    assert same.version == described.version
+    assert "is unchanged" in Path(str(again.output)).read_text(encoding="utf-8")
+
+    generate_sample_db(sample_db, sessions=60, seed=8, overwrite=True)  # new sessions arrived
+    [third] = tick(store, now=LATER + timedelta(days=2)).runs
+    assert third.status == "ok", third.error
+    rebuilt = open_store(templates_dir).get("sample-work")
+    assert rebuilt.version > described.version
+    # The job sets no description or tags, so the rebuild keeps the template's own.
+    assert rebuilt.description == "Nightly work" and list(rebuilt.tags) == ["ops"]
 
 
 def _copy_to_postgres(sqlite_path: Path, url: str) -> None:

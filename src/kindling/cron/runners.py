@@ -173,27 +173,30 @@ def run_build_template_job(job: Job) -> RunOutcome:
         name = validate_name(str(args.get("template") or ""), "template name")
         sources = [str(s) for s in args.get("sources") or [str(hermes_state_db())]]
         from kindling.templates import open_store
-        from kindling.templates.build import build_template
+        from kindling.templates.build import build_template_with_report
 
         store = open_store(args.get("store") or None)
-        template = build_template(
+        # Unset settings are None, so a rebuild keeps the template's own description, type and tags.
+        result = build_template_with_report(
             name,
             sources,
             store=store,
-            description=str(args.get("description") or ""),
+            description=args.get("description") or None,
             task_type=args.get("task_type") or None,
-            tags=tuple(args.get("tags") or ()),
+            tags=tuple(args["tags"]) if args.get("tags") else None,
             **dict(args.get("filters") or {}),
         )
     except KindlingError as exc:
         return RunOutcome("error", error=str(exc))
-    examples = getattr(template, "examples", None)
-    count = f" with {len(examples)} examples" if examples is not None else ""
-    version = getattr(template, "version", None)
-    label = f"{template.name} v{version}" if version is not None else template.name
+    template = result.template
+    label = f"{template.name} v{template.version}"
     # Sources may be database URLs with passwords, and this text is saved and delivered.
     where = ", ".join(redact_url(s) for s in sources)
-    return RunOutcome("ok", response=f"Built template {label}{count} from {where}.")
+    if result.unchanged:
+        return RunOutcome("ok", response=f"Template {label} is unchanged: nothing new in {where}.")
+    return RunOutcome(
+        "ok", response=f"Built template {label} with {len(template.examples)} examples from {where}."
+    )
 
 
 RUNNERS: dict[str, Callable[[Job], RunOutcome]] = {
