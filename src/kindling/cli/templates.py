@@ -41,13 +41,25 @@ StyleOption = Annotated[
 ]
 AutoOption = Annotated[
     bool,
-    typer.Option("--auto", help="Choose the template by the task's type, then tags, then least used."),
+    typer.Option(
+        "--auto",
+        help="Choose the template whose past tasks fit the task best (type, tags, least used break ties).",
+    ),
 ]
 FormatOption = Annotated[
     str, typer.Option("--format", "-f", help="Message format: openai, or anthropic (Messages API).")
 ]
 RecordOption = Annotated[
     bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
+]
+ToolsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tools",
+        help="The agent's tools, comma-separated (a,b,c): no other tool is shown. "
+        "Default: any (inject also reads the tools array of a request body).",
+        show_default=False,
+    ),
 ]
 MaxExamplesOption = Annotated[
     int, typer.Option("--max-examples", min=1, help="At most this many examples in the warm messages.")
@@ -65,6 +77,12 @@ def _warn_problems(store: TemplateStore) -> None:
         # One line per problem (no wrapping), naming the file or row once.
         where = "" if problem.location in problem.reason else f" {problem.location}"
         err_console.print(f"Skipped{where}: {problem.reason}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _tools(option: str | None) -> list[str] | None:
+    if option is None:
+        return None
+    return [t.strip() for t in option.split(",") if t.strip()]
 
 
 def _pick_name(name: str | None, auto: bool) -> str | None:
@@ -443,6 +461,7 @@ def register(app: typer.Typer) -> None:
                 "prefill_messages_file in Hermes's config.yaml to it).",
             ),
         ] = None,
+        tools: ToolsOption = None,
         json_output: JsonOption = False,
     ) -> None:
         """Show the warm conversation for a task: the examples that fit it, within the token budget.
@@ -473,6 +492,7 @@ def register(app: typer.Typer) -> None:
             include_system=not no_system,
             max_examples=max_examples,
             record_use=record,
+            tools=_tools(tools),
         )
         _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
@@ -489,10 +509,23 @@ def register(app: typer.Typer) -> None:
             print_json(data)
             return
         console.print(
-            f"Template [bold]{result.template.name}[/] v{result.template.version}: "
-            f"{sum(1 for m in result.messages if m.get('tool_calls'))} examples "
-            f"({', '.join(result.tools) or 'none fit'}), ~{result.estimated_tokens}/{budget} tokens.\n"
+            f"Template {result.template.name} v{result.template.version} "
+            f"({data['why']['template']}): "
+            f"{sum(len(m.get('tool_calls') or ()) for m in result.messages)} examples "
+            f"({', '.join(result.tools) or 'none fit'}), ~{result.estimated_tokens}/{budget} tokens.",
+            markup=False,
+            highlight=False,
         )
+        console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
+        for past in result.past_tasks:
+            label = f" task {past['task_id']}" if past.get("task_id") is not None else ""
+            console.print(
+                f"  from past{label} {past['session_id']} (similarity {past['similarity']:.2f}): "
+                f"{past['request']}",
+                markup=False,
+                highlight=False,
+            )
+        console.print()
         _print_messages(data["messages"], system=data.get("system", ""))
 
     @app.command("inject")
@@ -507,11 +540,13 @@ def register(app: typer.Typer) -> None:
         style: StyleOption = "triples",
         format: FormatOption = "openai",
         max_examples: MaxExamplesOption = 8,
+        tools: ToolsOption = None,
         record: RecordOption = True,
         store: StoreOption = None,
     ) -> None:
         """Read an OpenAI-format conversation (JSON list, or {"messages": [...]}) on stdin and print it
-        with warm messages inserted after its leading system messages.
+        with warm messages inserted after its leading system messages. Given a full chat-completions
+        request body, its "tools" array limits the tools shown (--tools overrides).
 
         Example:
 
@@ -519,7 +554,7 @@ def register(app: typer.Typer) -> None:
         """
         from kindling.errors import ConversationError
         from kindling.warmup.convert import to_anthropic
-        from kindling.warmup.warm import inject_warm
+        from kindling.warmup.warm import inject_warm, tool_names
 
         if sys.stdin.isatty():
             # Waiting on a terminal looks like a hang; the conversation is meant to be piped in.
@@ -535,6 +570,9 @@ def register(app: typer.Typer) -> None:
         messages = data.get("messages") if isinstance(data, dict) else data
         if not isinstance(messages, list):
             raise ConversationError('Expected a JSON list of messages or an object with "messages".')
+        allowed = _tools(tools)
+        if allowed is None and isinstance(data, dict) and data.get("tools") is not None:
+            allowed = tool_names(data["tools"])
         opened = _store(store)
         merged, _result = inject_warm(
             messages,
@@ -545,6 +583,7 @@ def register(app: typer.Typer) -> None:
             style=style,
             max_examples=max_examples,
             record_use=record,
+            tools=allowed,
         )
         _warn_problems(opened)
         output: Any

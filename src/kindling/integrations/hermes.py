@@ -159,7 +159,7 @@ class SessionWarmer:
         Raises NotFoundError when there is no template, KindlingError for other problems.
         """
         from kindling.templates.store import open_store
-        from kindling.warmup.select import choose_template
+        from kindling.warmup.plan import choose_template
         from kindling.warmup.warm import warm_conversation
 
         if not task.strip():

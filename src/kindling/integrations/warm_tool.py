@@ -62,6 +62,11 @@ WARM_SESSION_SCHEMA: dict[str, Any] = {
                 "description": "build: session files (default: the Hermes state.db); not database URLs.",
             },
             "task": {"type": "string", "description": "load/inject: the new session's task, in words."},
+            "tools": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "load/inject: the agent's tool names; no other tool is shown (default: any).",
+            },
             "budget": {"type": "integer", "description": "load/inject: token budget (default 2000)."},
             "style": {
                 "type": "string",
@@ -183,6 +188,7 @@ def _load(args: dict[str, Any]) -> dict[str, Any]:
         store=store,
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
+        tools=_str_list(args, "tools") if args.get("tools") is not None else None,
     )
     data = result.as_dict()
     data["preview"] = _preview(result.messages)
@@ -213,9 +219,11 @@ def _inject(args: dict[str, Any]) -> dict[str, Any]:
         store=store,
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
+        tools=_str_list(args, "tools") if args.get("tools") is not None else None,
     )
     return {
         "template": result.template.name,
+        "why": result.as_dict()["why"],
         "messages": merged,
         "injected": len(result.messages),
         "estimated_tokens": result.estimated_tokens,

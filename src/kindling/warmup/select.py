@@ -7,8 +7,8 @@ each remaining tool comes before any repeat, since tasks use tools their text do
 finally examples are taken in that order while they fit the token budget, each result truncated to
 a per-example share. ``bench/selection.py`` measures this against the prototypes' rules.
 
-A template is chosen by the task text's task type, then by tags named in the task, then least-used
-first (the prototypes' rule).
+Templates with episodes are planned by ``kindling.warmup.plan``; this ranking serves templates
+without them, and ``fill_budget`` takes whole examples under the budget for both.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ __all__ = [
     "DEFAULT_MAX_EXAMPLES",
     "ExampleIndex",
     "Selection",
-    "choose_template",
     "rank_examples",
     "select_examples",
     "tokenize",
@@ -313,36 +312,4 @@ def select_examples(
         style=style,
         max_examples=max_examples,
         system_prompt=system_prompt,
-    )
-
-
-def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
-    return sum(1 for tag in template.tags if set(tokenize(tag)) & task_tokens)
-
-
-def choose_template(templates: Sequence[Template], task: str) -> Template | None:
-    """Return the template that fits ``task`` best, or None when no template has a usable example.
-
-    Order: same task type as the task text (``mixed``/untyped next, other types last), then more
-    tags named in the task, then least used, then name.
-    """
-    from kindling.mining import classify_task_text
-
-    # Failed examples are never injected, so a template holding only those has nothing to give.
-    candidates = [t for t in templates if any(e.outcome is not OutcomeStatus.FAILED for e in t.examples)]
-    if not candidates:
-        return None
-    task_type = str(getattr(classify_task_text(task), "value", "mixed"))
-    task_tokens = set(tokenize(task))
-
-    def type_rank(template: Template) -> int:
-        if template.task_type == task_type:
-            return 0
-        if template.task_type in (None, "mixed"):
-            return 1
-        return 2
-
-    return min(
-        candidates,
-        key=lambda t: (type_rank(t), -_tag_overlap(t, task_tokens), t.usage_count, t.name),
     )

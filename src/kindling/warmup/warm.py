@@ -1,8 +1,8 @@
-"""The warm-up pipeline: choose a template and its examples, build the messages, inject them."""
+"""The warm-up pipeline: choose a template, plan its examples, fit the budget, build, inject."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,21 +12,21 @@ from kindling.templates.store import TemplateStore, open_store
 from kindling.warmup.build import build_conversation, check_style
 from kindling.warmup.convert import to_anthropic
 from kindling.warmup.inject import inject, validate_conversation
-from kindling.warmup.select import (
-    DEFAULT_BUDGET,
-    DEFAULT_MAX_EXAMPLES,
-    choose_template,
-    index_for,
-    select_examples,
-)
+from kindling.warmup.plan import choose_template, plan_examples, why_template
+from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, fill_budget
 from kindling.warmup.tokens import estimate_conversation_tokens
 
-__all__ = ["WarmResult", "find_task", "inject_warm", "warm", "warm_conversation"]
+__all__ = ["WarmResult", "find_task", "inject_warm", "tool_names", "warm", "warm_conversation"]
 
 
 @dataclass
 class WarmResult:
-    """A warm conversation: which template, which examples, the messages and their estimated cost."""
+    """A warm conversation and why: which template, which past tasks, which tools, at what cost.
+
+    ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
+    task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
+    ``reason`` says how the tools were chosen and ``template_reason`` why this template.
+    """
 
     template: Template
     messages: list[dict[str, Any]]
@@ -34,9 +34,13 @@ class WarmResult:
     budget: int
     style: str
     tools: list[str] = field(default_factory=list)
+    past_tasks: list[dict[str, Any]] = field(default_factory=list)
+    evidence: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+    template_reason: str = ""
 
     def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
-        """Return ``{"template", "messages", "estimated_tokens", ...}``; ``fmt="anthropic"`` converts."""
+        """Return ``{"template", "messages", "estimated_tokens", "why", ...}``; ``fmt="anthropic"`` converts."""
         data: dict[str, Any] = {
             "template": self.template.name,
             "template_version": self.template.version,
@@ -45,6 +49,12 @@ class WarmResult:
             "budget": self.budget,
             "style": self.style,
             "tools": self.tools,
+            "why": {
+                "template": self.template_reason or "named by the caller",
+                "tools": self.reason,
+                "past_tasks": self.past_tasks,
+                "evidence": self.evidence,
+            },
         }
         if fmt == "anthropic":
             converted = to_anthropic(self.messages)
@@ -55,6 +65,22 @@ class WarmResult:
         return data
 
 
+def tool_names(tools: Any) -> list[str]:
+    """Return the function names of a chat-completions ``tools`` array (``[{"type": "function",
+    "function": {"name": ...}}]``; bare ``{"name": ...}`` entries too). Raises ConversationError
+    when it is not such a list."""
+    if not isinstance(tools, list):
+        raise ConversationError('"tools" must be a list of tool definitions.')
+    names: list[str] = []
+    for item in tools:
+        function = item.get("function") if isinstance(item, Mapping) else None
+        name = (function or item).get("name") if isinstance(function or item, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise ConversationError('Every entry of "tools" needs a function name.')
+        names.append(name)
+    return names
+
+
 def warm_conversation(
     template: Template,
     task: str,
@@ -63,24 +89,21 @@ def warm_conversation(
     style: str = "triples",
     include_system: bool = True,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
+    tools: Collection[str] | None = None,
 ) -> WarmResult:
     """Return the warm conversation for ``task`` from ``template`` (pure: no store, no usage count).
 
-    The messages pass ``validate_conversation`` and their estimated tokens never exceed ``budget``.
+    ``tools`` is the agent's tools (None: any): no other tool is shown. The messages pass
+    ``validate_conversation`` and their estimated tokens never exceed ``budget``.
     Raises ConversationError for an unknown style or a negative budget.
     """
     check_style(style)
     if budget < 0:
         raise ConversationError(f"The token budget must be zero or more, not {budget}.")
     system_prompt = template.system_prompt_addendum if include_system else None
-    selection = select_examples(
-        template.examples,
-        task,
-        budget=budget,
-        style=style,
-        max_examples=max_examples,
-        system_prompt=system_prompt,
-        index=index_for(template),
+    plan = plan_examples(template, task, max_examples=max_examples, tools=tools)
+    selection = fill_budget(
+        plan.candidates, budget=budget, style=style, max_examples=max_examples, system_prompt=system_prompt
     )
     messages = build_conversation(
         selection.shown,
@@ -90,21 +113,34 @@ def warm_conversation(
         example_tokens=selection.example_tokens,
         seed=f"{template.name}:{template.version}",
     )
-    tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
-    return WarmResult(template, messages, estimate_conversation_tokens(messages), budget, style, tools)
+    shown = list(dict.fromkeys(e.tool_name for e in selection.examples))
+    sessions = {e.session_id for e in selection.examples}
+    past = [p for p in plan.past_tasks if p["session_id"] in sessions]
+    return WarmResult(
+        template,
+        messages,
+        estimate_conversation_tokens(messages),
+        budget,
+        style,
+        shown,
+        past,
+        plan.evidence,
+        plan.reason,
+    )
 
 
-def _resolve(store: TemplateStore, name: str | None, task: str) -> Template:
+def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Template, str]:
     if name:
-        return store.get(name)
-    chosen = choose_template(store.list(), task)
+        return store.get(name), "named by the caller"
+    templates = store.list()
+    chosen = choose_template(templates, task)
     if chosen is None:
         raise NotFoundError(
             f"No template with examples in {store.location}; build one with `kindling build NAME SOURCE`.",
             kind="template",
             name="--auto",
         )
-    return chosen
+    return chosen, why_template(chosen, task, len(templates))
 
 
 def warm(
@@ -117,17 +153,26 @@ def warm(
     include_system: bool = True,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
+    tools: Collection[str] | None = None,
 ) -> WarmResult:
     """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
 
-    Records one use of the template unless ``record_use`` is False. Raises NotFoundError when the
-    template (or, for auto, any template) is missing, ConversationError for bad options.
+    ``tools`` is the agent's tools (None: any). Records one use of the template unless
+    ``record_use`` is False. Raises NotFoundError when the template (or, for auto, any template)
+    is missing, ConversationError for bad options.
     """
     store = store or open_store()
-    template = _resolve(store, name, task)
+    template, why = _resolve(store, name, task)
     result = warm_conversation(
-        template, task, budget=budget, style=style, include_system=include_system, max_examples=max_examples
+        template,
+        task,
+        budget=budget,
+        style=style,
+        include_system=include_system,
+        max_examples=max_examples,
+        tools=tools,
     )
+    result.template_reason = why
     if record_use:
         count = store.record_use(template.name)
         result.template = template.model_copy(update={"usage_count": count})
@@ -155,12 +200,14 @@ def inject_warm(
     style: str = "triples",
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
+    tools: Collection[str] | None = None,
 ) -> tuple[list[dict[str, Any]], WarmResult]:
     """Return ``conversation`` with warm messages inserted after its leading system messages.
 
-    The task defaults to the conversation's first user message. The input is validated first and
-    the result after, so a broken conversation is reported rather than passed on. Raises
-    ConversationError, NotFoundError or TemplateError.
+    The task defaults to the conversation's first user message; ``tools`` (the agent's tools)
+    limits what is shown. The input is validated first and the result after, so a broken
+    conversation is reported rather than passed on. Raises ConversationError, NotFoundError or
+    TemplateError.
     """
     validate_conversation(conversation)
     task_text = task if task is not None else find_task(conversation)
@@ -172,6 +219,7 @@ def inject_warm(
         style=style,
         max_examples=max_examples,
         record_use=record_use,
+        tools=tools,
     )
     merged = inject(conversation, result.messages)
     try:

@@ -1,0 +1,227 @@
+"""Decide what a warm-up shows: which template, which past tasks, which tools, which examples.
+
+For a template with episodes (successful past tasks), the past tasks most similar to the new task
+and per-tool models learned from all of them decide (``kindling.warmup.evidence``): the tools
+shown are the smallest set with the best expected F1 under those models (only tools the agent
+has), one example each from the most similar past task that used it, then more calls of those
+tools from the most similar past tasks, in their order. Templates without episodes (legacy files)
+fall back to ranking their examples by BM25 relevance and variety (``rank_examples``).
+
+``--auto`` picks the template whose past tasks fit the task best (``template_fit``); the task
+type and tags, then least use, then the name only break ties.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kindling.mining.model import OutcomeStatus
+from kindling.templates.model import Template, content_key
+from kindling.warmup.build import Shown
+from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
+from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
+
+__all__ = ["Plan", "choose_template", "evidence_for", "plan_examples", "template_fit", "why_template"]
+
+SIMILAR_LIMIT = 20
+_FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
+_REQUEST_PREVIEW = 160
+
+
+@dataclass
+class Plan:
+    """The examples to offer, in order, and why: the tools' evidence and the past tasks used."""
+
+    candidates: list[Shown]
+    tools: list[str]
+    evidence: dict[str, float] = field(default_factory=dict)
+    past_tasks: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+
+_CACHE: OrderedDict[bytes, TaskEvidence] = OrderedDict()
+_CACHE_SIZE = 16
+
+
+def evidence_for(template: Template) -> TaskEvidence:
+    """Return the (cached) similarity and tool models of ``template``'s episodes."""
+    key = b"%s\x00%d\x00" % (template.name.encode(), template.version) + content_key(
+        template.model_copy(update={"examples": []})
+    )
+    found = _CACHE.get(key)
+    if found is None:
+        found = TaskEvidence(template.episodes)
+        _CACHE[key] = found
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return found
+
+
+def _preview(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _REQUEST_PREVIEW else text[: _REQUEST_PREVIEW - 1] + "…"
+
+
+def plan_examples(
+    template: Template,
+    task: str,
+    *,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    tools: Collection[str] | None = None,
+) -> Plan:
+    """Return the candidate examples for ``task`` from ``template``, best first, with the reasons.
+
+    ``tools`` is the agent's tools: no other tool is ever offered. Failed examples never are.
+    """
+    allowed = set(tools) if tools is not None else None
+    usable = [
+        i
+        for i, e in enumerate(template.examples)
+        if e.outcome is not OutcomeStatus.FAILED and (allowed is None or e.tool_name in allowed)
+    ]
+    if not template.episodes:
+        return _legacy_plan(template, task, usable, allowed)
+    examples = template.examples
+    by_tool: dict[str, list[int]] = {}
+    for i in usable:
+        by_tool.setdefault(examples[i].tool_name, []).append(i)
+    evidence = evidence_for(template)
+    probabilities = {t: p for t, p in evidence.probabilities(task, allowed).items() if t in by_tool}
+    chosen = choose_tools(probabilities, max_examples)
+    similar = evidence.similar(task, SIMILAR_LIMIT)
+    episodes = template.episodes
+    linked = {(examples[i].session_id, examples[i].position): i for i in usable}
+    opening = {e.session_id: e.opening or e.request for e in episodes}
+    taken: list[int] = []
+    used_from: dict[int, Similar] = {}
+
+    def take(index: int, source: Similar | None) -> None:
+        taken.append(index)
+        if source is not None:
+            used_from.setdefault(source.index, source)
+
+    chosen_set = set(chosen)
+    # One example of every chosen tool first, from the most similar past task that used it.
+    for tool in chosen:
+        pick: tuple[int, Similar | None] | None = None
+        for s in similar:
+            for step in episodes[s.index].steps:
+                index = linked.get((episodes[s.index].session_id, step.position))
+                if step.tool_name == tool and index is not None and index not in taken:
+                    pick = (index, s)
+                    break
+            if pick is not None:
+                break
+        if pick is None:
+            spare = next((i for i in by_tool.get(tool, ()) if i not in taken), None)
+            if spare is not None:
+                pick = (spare, None)
+        if pick is not None:
+            take(*pick)
+    # Then more calls of those tools from the most similar past tasks, in their order.
+    for s in similar:
+        if len(taken) >= max_examples:
+            break
+        for step in episodes[s.index].steps:
+            if len(taken) >= max_examples:
+                break
+            index = linked.get((episodes[s.index].session_id, step.position))
+            if step.tool_name in chosen_set and index is not None and index not in taken:
+                take(index, s)
+    candidates = [Shown(examples[i], opening.get(examples[i].session_id, "")) for i in taken]
+    past = [
+        {
+            "session_id": episodes[s.index].session_id,
+            "task_id": episodes[s.index].task_id,
+            "similarity": round(s.similarity, 3),
+            "request": _preview(opening[episodes[s.index].session_id]),
+        }
+        for s in sorted(used_from.values(), key=lambda s: (-s.similarity, s.index))
+    ]
+    if similar:
+        reason = (
+            f"{len(similar)} past tasks resemble this one (best similarity {similar[0].similarity:.2f}); "
+            f"tools shown where the evidence from all {len(episodes)} past tasks makes them worth it"
+        )
+    else:
+        reason = f"no past task resembles this one: the tools most of the {len(episodes)} past tasks used"
+    return Plan(candidates, chosen, {t: round(p, 3) for t, p in sorted(probabilities.items())}, past, reason)
+
+
+def _legacy_plan(template: Template, task: str, usable: list[int], allowed: set[str] | None) -> Plan:
+    order = rank_examples(template.examples, task, index=index_for(template))
+    keep = set(usable)
+    ranked = [i for i in order if i in keep]
+    return Plan(
+        [Shown(template.examples[i]) for i in ranked],
+        list(dict.fromkeys(template.examples[i].tool_name for i in ranked)),
+        reason="no past tasks in this template: examples ranked by relevance to the task (BM25), varied over tools",
+    )
+
+
+def template_fit(template: Template, task: str) -> float:
+    """Return how well ``template``'s past tasks fit ``task``: the mean similarity of the best three.
+
+    Templates without episodes are judged by their examples' requests the same way.
+    """
+    if template.episodes:
+        similar = evidence_for(template).similar(task, _FIT_TOP)
+        return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
+    contexts = {e.context for e in template.examples if e.context and e.outcome is not OutcomeStatus.FAILED}
+    if not contexts:
+        return 0.0
+    from kindling.templates.model import Episode
+
+    pseudo = [Episode(session_id=str(i), opening=c) for i, c in enumerate(sorted(contexts))]
+    similar = TaskEvidence(pseudo).similar(task, _FIT_TOP)
+    return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
+
+
+def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
+    return sum(1 for tag in template.tags if set(tokenize(tag)) & task_tokens)
+
+
+def choose_template(templates: Sequence[Template], task: str) -> Template | None:
+    """Return the template whose past tasks fit ``task`` best, or None when none has a usable example.
+
+    Ties in fit (rounded to 3 decimals) go by task type (same as the task text's, then untyped or
+    ``mixed``), then more tags named in the task, then least used, then name.
+    """
+    from kindling.mining import classify_task_text
+
+    candidates = [t for t in templates if any(e.outcome is not OutcomeStatus.FAILED for e in t.examples)]
+    if not candidates:
+        return None
+    task_type = str(getattr(classify_task_text(task), "value", "mixed"))
+    task_tokens = set(tokenize(task))
+
+    def type_rank(template: Template) -> int:
+        if template.task_type == task_type:
+            return 0
+        if template.task_type in (None, "mixed"):
+            return 1
+        return 2
+
+    return min(
+        candidates,
+        key=lambda t: (
+            -round(template_fit(t, task), 3),
+            type_rank(t),
+            -_tag_overlap(t, task_tokens),
+            t.usage_count,
+            t.name,
+        ),
+    )
+
+
+def why_template(template: Template, task: str, considered: int) -> str:
+    """Return one sentence on why ``template`` was chosen among ``considered`` templates."""
+    fit = template_fit(template, task)
+    if considered <= 1:
+        return f"the only template with usable examples (fit {fit:.2f})"
+    return f"its past tasks fit the task best of {considered} templates (fit {fit:.2f})"
