@@ -1,23 +1,22 @@
-"""Benchmark: does kindling's selection pick the tools a new task really needs?
+"""Benchmark: does warm-up pick the tools a new task needs, on kindling's generated sample sessions?
 
-Tasks come from a generated Hermes-style database (``generate_sample_db``): every session whose
-agent made tool calls is a task, its first user message the task text, the tools its agent called
-the truth. A deterministic share of sessions is held out; a template is mined from the rest. For
-each held-out task, three rules choose examples under the same token budget:
+The companion of ``bench/selection_real.py`` (recorded runs of real agents), on data of another
+kind: a generated Hermes-style database (``generate_sample_db``), where every session whose agent
+made tool calls is a task, its first substantive user message the query, the tools its agent
+called the truth. A deterministic 20% of sessions is held out; a template is built from the rest
+with kindling's own build (episodes and per-tool coverage). For each held-out task the same rules
+as the real-data bench choose examples under the same budget and rendering:
 
-* kindling     - BM25 relevance to the task text, diverse across tools, filling the budget;
-* first-N      - the prototypes' rule: the template's examples in the order they were mined
-                 (oldest session first), whatever the task;
-* most-frequent - the template's examples by how often each call was seen;
-* one-per-tool - most-frequent made diverse (round robin over tools), with no relevance at all:
-                 the control that shows what relevance adds beyond covering many tools.
+* kindling      - ``warm_conversation``: similar past tasks and per-tool evidence decide;
+* first-N       - the template's examples in stored order (the prototypes' rule);
+* most-frequent - the examples by how often each call was seen;
+* one-per-tool  - one example of each tool, the most used tools first;
+* oracle        - one example of each tool the task used.
 
-It prints the mean tool recall of each rule (the share of the task's tools, among those the
-template knows, that the chosen examples cover), its precision (the share of the chosen examples
-whose tool the task really used: recall alone rewards showing every tool) and kindling's recall
-as a ratio to each baseline, at warm-up's default of 8 examples and again at 2 and 4, where there is no room to cover every tool
-and relevance has to do the choosing.
-``--quick`` uses a small database and finishes in a few seconds.
+It prints mean tool recall (the share of the task's tools, among those the template knows, that
+the chosen examples show, out of at most the number of examples allowed), precision (the share of
+chosen examples whose tool the task used) and F1, at warm-up's default of 8 examples, and the same
+at 2 and 4. ``--quick`` uses a small database and finishes in a few seconds.
 
     .venv/bin/python bench/selection.py
     .venv/bin/python bench/selection.py --quick --verbose
@@ -29,6 +28,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,13 @@ FULL_SESSIONS = 400
 QUICK_SESSIONS = 80
 HOLD_OUT_EVERY = 5  # every 5th session is held out: 20%
 SEED = 7
-SWEEP = (2, 4)  # smaller example counts also measured, where relevance must do the choosing
+SWEEP = (2, 4)
+RULES = ("kindling", "first-N", "most-frequent", "one-per-tool", "oracle")
 
 
 def load_tasks(db: Path) -> tuple[list[Any], list[tuple[str, set[str], str]]]:
-    """Return (training sessions, held-out tasks as (task text, tools used, session id))."""
+    """Return (training sessions, held-out tasks as (query, tools used, session id))."""
+    from kindling.mining.tasktype import opening_request
     from kindling.sessions import iter_sessions
 
     train: list[Any] = []
@@ -49,21 +51,22 @@ def load_tasks(db: Path) -> tuple[list[Any], list[tuple[str, set[str], str]]]:
         if index % HOLD_OUT_EVERY != 0:
             train.append(session)
             continue
-        task = next((m.content for m in session.messages if m.role == "user" and m.content), None)
+        task = opening_request(session)
         tools = {c.name for m in session.messages for c in m.tool_calls if c.requestor == "assistant"}
         if task and tools:
             held_out.append((task, tools, session.id))
     return train, held_out
 
 
-def recall(chosen: set[str], used: set[str]) -> float | None:
-    """Share of ``used`` covered by ``chosen``; None when there is nothing to recall."""
-    return len(chosen & used) / len(used) if used else None
-
-
-def precision(chosen_tools: list[str], used: set[str]) -> float | None:
-    """Share of the chosen examples whose tool the task really used; None when nothing was chosen."""
-    return sum(tool in used for tool in chosen_tools) / len(chosen_tools) if chosen_tools else None
+def score(shown: list[str], used: set[str], slots: int) -> tuple[float, float, float]:
+    """Return (recall out of at most ``slots`` tools, precision per example, F1)."""
+    if not shown:
+        return (0.0, 0.0, 0.0)
+    hits = len(set(shown) & used)
+    recall = hits / min(len(used), slots)
+    precision = sum(tool in used for tool in shown) / len(shown)
+    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
+    return (recall, precision, f1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,96 +81,90 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print every held-out task")
     args = parser.parse_args(argv)
 
-    from kindling.mining import mine
     from kindling.sessions import generate_sample_db
-    from kindling.templates import Template
-    from kindling.warmup.select import ExampleIndex, rank_examples, select_examples
+    from kindling.templates.build import template_from_sessions
+    from kindling.warmup.build import Shown, build_conversation
+    from kindling.warmup.select import fill_budget
+    from kindling.warmup.warm import warm_conversation
 
     sessions = args.sessions or (QUICK_SESSIONS if args.quick else FULL_SESSIONS)
     with tempfile.TemporaryDirectory() as tmp:
         db = generate_sample_db(Path(tmp) / "state.db", sessions=sessions, seed=SEED)
         train, held_out = load_tasks(db)
-    result = mine(train)
-    examples = result.examples
-    template = Template(name="bench", examples=examples)
+    template = template_from_sessions("bench", train)
+    examples = template.examples
     known = {e.tool_name for e in examples}
-    index = ExampleIndex(examples)
-    session_order = {s.id: i for i, s in enumerate(train)}
-    first_n = sorted(
-        range(len(examples)),
-        key=lambda i: (session_order.get(examples[i].session_id, 0), examples[i].position),
-    )
+    uses: Counter[str] = Counter()
+    first_of: dict[str, int] = {}
+    for i, example in enumerate(examples):
+        uses[example.tool_name] += max(1, example.count)
+        first_of.setdefault(example.tool_name, i)
+    by_use = sorted(uses, key=lambda t: (-uses[t], t))
     frequent = sorted(range(len(examples)), key=lambda i: (-examples[i].count, i))
-    one_per_tool = rank_examples(examples, "")  # no task words: frequency order, diverse over tools
 
-    orders: dict[str, list[int] | None] = {
-        "kindling": None,
-        "first-N": first_n,
-        "most-frequent": frequent,
-        "one-per-tool": one_per_tool,
-    }
+    def shown(rule: str, task: str, used: set[str], slots: int) -> list[str]:
+        if rule == "kindling":
+            result = warm_conversation(template, task, budget=args.budget, max_examples=slots)
+            return [c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or ()]
+        if rule == "first-N":
+            order = list(range(len(examples)))
+        elif rule == "most-frequent":
+            order = frequent
+        elif rule == "one-per-tool":
+            order = [first_of[t] for t in by_use]
+        else:
+            order = [first_of[t] for t in by_use if t in used]
+        selection = fill_budget([Shown(examples[i]) for i in order], budget=args.budget, max_examples=slots)
+        messages = build_conversation(
+            selection.shown, budget=args.budget, example_tokens=selection.example_tokens
+        )
+        return [c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()]
 
-    def measure(
-        max_examples: int, verbose: bool = False
-    ) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[float]]]:
-        rules: dict[str, list[float]] = {name: [] for name in orders}
-        precisions: dict[str, list[float]] = {name: [] for name in orders}
-        sizes: dict[str, list[int]] = {name: [] for name in orders}
+    def measure(slots: int, verbose: bool = False) -> dict[str, tuple[float, float, float]]:
+        scores: dict[str, list[tuple[float, float, float]]] = {rule: [] for rule in RULES}
         for task, used_all, session_id in held_out:
             used = used_all & known
             if not used:
                 continue
-            for name, order in orders.items():
-                chosen = select_examples(
-                    template.examples,
-                    task,
-                    budget=args.budget,
-                    max_examples=max_examples,
-                    index=index,
-                    order=order,
-                ).examples
-                value = recall({e.tool_name for e in chosen}, used)
-                assert value is not None
-                rules[name].append(value)
-                sizes[name].append(len(chosen))
-                share = precision([e.tool_name for e in chosen], used)
-                if share is not None:
-                    precisions[name].append(share)
+            for rule in RULES:
+                scores[rule].append(score(shown(rule, task, used, slots), used, slots))
             if verbose:
-                row = "  ".join(f"{name} {values[-1]:.2f}" for name, values in rules.items())
-                print(f"{session_id[:12]:12}  used={','.join(sorted(used)):40.40}  {row}  | {task[:60]!r}")
-        return rules, sizes, precisions
+                row = "  ".join(f"{rule} {values[-1][2]:.2f}" for rule, values in scores.items())
+                print(f"{session_id[:12]:12}  used={','.join(sorted(used)):40.40}  {row}  | {task[:50]!r}")
+        return {
+            rule: tuple(statistics.fmean(v[i] for v in values) if values else 0.0 for i in range(3))  # type: ignore[misc]
+            for rule, values in scores.items()
+        }
 
-    rules, sizes, precisions = measure(args.max_examples, args.verbose)
-    tasks = len(rules["kindling"])
+    means = measure(args.max_examples, args.verbose)
+    tasks = sum(1 for _, used, _ in held_out if used & known)
     print(
         f"kindling selection benchmark ({'quick' if args.quick else 'full'}): {sessions} sessions, "
-        f"{len(train)} to mine, {tasks} held-out tasks, template of {len(examples)} examples "
-        f"over {len(known)} tools, budget {args.budget} tokens, at most {args.max_examples} examples"
+        f"{len(train)} to build from ({len(template.episodes)} past tasks), {tasks} held-out tasks, "
+        f"template of {len(examples)} examples over {len(known)} tools, budget {args.budget} tokens, "
+        f"at most {args.max_examples} examples; query: the first substantive user message"
     )
     if not tasks:
         print("no held-out task used a tool the template knows; nothing to measure")
         return 1
     used_per_task = statistics.fmean(len(used & known) for _, used, _ in held_out if used & known)
     print(f"  a held-out task used {used_per_task:.1f} of the template's tools on average")
-    means = {name: statistics.fmean(values) for name, values in rules.items()}
-    for name in rules:
-        print(
-            f"  {name:14} mean tool recall {means[name]:.3f}   "
-            f"precision {statistics.fmean(precisions[name]) if precisions[name] else 0.0:.3f}   "
-            f"(examples chosen: median {statistics.median(sizes[name]):.0f})"
-        )
-    for baseline in ("first-N", "most-frequent", "one-per-tool"):
-        ratio = means["kindling"] / means[baseline] if means[baseline] else float("inf")
+    for rule, (recall, precision, f1) in means.items():
+        print(f"  {rule:14} mean tool recall {recall:.3f}   precision {precision:.3f}   F1 {f1:.3f}")
+    simple = [r for r in RULES if r not in ("kindling", "oracle")]
+    best = max(simple, key=lambda r: (means[r][2], r))
+    for baseline in simple:
+        ratio = means["kindling"][0] / means[baseline][0] if means[baseline][0] else float("inf")
         print(f"  kindling / {baseline}: {ratio:.2f}x tool recall")
-    # With room for one example of nearly every tool, covering tools is most of the score; fewer
-    # slots show what relevance adds on its own.
+    print(f"  kindling / best simple rule ({best}): {means['kindling'][2] / means[best][2]:.2f}x F1")
     for smaller in SWEEP:
         if smaller >= args.max_examples:
             continue
-        sweep = {name: statistics.fmean(values) for name, values in measure(smaller)[0].items()}
-        row = "  ".join(f"{name} {value:.3f}" for name, value in sweep.items())
+        sweep = measure(smaller)
+        row = "  ".join(f"{rule} {values[0]:.3f}" for rule, values in sweep.items() if rule != "oracle")
         print(f"  at most {smaller} examples, mean tool recall: {row}")
+        row = "  ".join(f"{rule} {values[2]:.3f}" for rule, values in sweep.items())
+        print(f"  at most {smaller} examples, F1: {row}")
     return 0
 
 

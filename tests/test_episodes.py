@@ -229,3 +229,23 @@ def test_episode_requests_carry_no_personal_data() -> None:
     assert "kettle" in episode.opening
     kept = episode_of(named, classify, scrubber=personal_data_scrubber(keep_personal_data=True))
     assert kept is not None and kept.opening == text
+
+
+def test_an_order_id_written_without_its_hash_is_still_replaced() -> None:
+    from kindling.mining.patterns import personal_data_scrubber
+
+    classify = OutcomeClassifier(load_mining_config().rules())
+    written = Session(
+        "w",
+        "tau2-bench",
+        (
+            Message("user", "Hi, when will my order W4284542 arrive?"),
+            call("c1", "get_order_details", order_id="#W4284542"),
+            result("c1", '{"order_id": "#W4284542", "status": "pending"}'),
+        ),
+        reward=1.0,
+    )
+    episode = episode_of(written, classify, scrubber=personal_data_scrubber())
+    assert episode is not None
+    assert "W4284542" not in episode.opening
+    assert episode.opening.startswith("Hi, when will my order <")

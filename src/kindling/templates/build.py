@@ -8,17 +8,24 @@ are given, and a rebuild that changes nothing makes no new version.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from kindling.errors import NotFoundError, TemplateError
+from kindling.mining.model import Example
 from kindling.sessions.model import ReadReport, Session
 from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools
-from kindling.templates.model import Template, check_task_type, content_key, validate_name
+from kindling.templates.model import Episode, Template, check_task_type, content_key, validate_name
 from kindling.templates.store import TemplateStore, open_store
 
-__all__ = ["BuildResult", "build_template", "build_template_with_report"]
+__all__ = [
+    "BuildResult",
+    "build_template",
+    "build_template_with_report",
+    "mine_template_parts",
+    "template_from_sessions",
+]
 
 # Mining keeps every distinct call; coverage then chooses per tool.
 _ALL = 10**9
@@ -82,6 +89,58 @@ def _current(store: TemplateStore, name: str) -> Template | None:
         return None  # a corrupt current file: the store keeps a copy when it is replaced
 
 
+def mine_template_parts(
+    sessions: Iterable[Session],
+    *,
+    report: ReadReport | None = None,
+    per_tool: int = DEFAULT_PER_TOOL,
+    max_examples: int | None = None,
+    **mining_filters: Any,
+) -> tuple[list[Example], list[Episode], Any]:
+    """Return (examples with per-tool coverage, episodes, the mining result) for ``sessions``.
+
+    One pass: mining keeps every distinct call that worked, the episodes are collected beside it,
+    then coverage keeps up to ``per_tool`` examples per tool (and at most ``max_examples``, tools
+    taking turns). Pure apart from reading ``mining.json``. Raises ValueError or TypeError for bad
+    filters, ConfigError for a bad ``mining.json``.
+    """
+    from kindling.mining import mine
+
+    collector = EpisodeCollector(
+        min_messages=mining_filters.get("min_messages", 20),
+        source_filter=mining_filters.get("source_filter"),
+        skip_zero_reward=mining_filters.get("skip_zero_reward", True),
+        skip_tools=mining_filters.get("skip_tools"),
+        keep_personal_data=bool(mining_filters.get("keep_personal_data", False)),
+    )
+
+    def tee(stream: Iterable[Session]) -> Iterator[Session]:
+        for session in stream:
+            collector(session)
+            yield session
+
+    result = mine(tee(sessions), report=report, max_examples=_ALL, **mining_filters)
+    examples, left_out = cover_tools(result.examples, per_tool=per_tool, max_examples=max_examples)
+    if left_out:
+        result.filtered["beyond_coverage"] += left_out
+    return examples, collector.episodes, result
+
+
+def template_from_sessions(
+    name: str, sessions: Iterable[Session], *, per_tool: int = DEFAULT_PER_TOOL, **options: Any
+) -> Template:
+    """Return a template mined from ``sessions`` in memory (nothing stored; for tests and benchmarks).
+
+    ``options`` are ``mine_template_parts``'s filters plus ``description``, ``task_type``, ``tags``.
+    Raises TemplateError when nothing can be mined.
+    """
+    fields = {k: options.pop(k) for k in ("description", "task_type", "tags") if k in options}
+    examples, episodes, _result = mine_template_parts(sessions, per_tool=per_tool, **options)
+    if not examples:
+        raise TemplateError(f"No examples to keep for template {name!r}.", template=name)
+    return Template(name=name, examples=examples, episodes=episodes, **fields)
+
+
 def build_template_with_report(
     name: str,
     sources: Sequence[str | Path],
@@ -104,7 +163,7 @@ def build_template_with_report(
     bars); ``on_session`` with every session read. Sessions are mined in this process, one pass
     that also collects the episodes (``workers`` is accepted for compatibility and not used).
     """
-    from kindling.mining import classify_calls, mine
+    from kindling.mining import classify_calls
 
     del workers
     validate_name(name)
@@ -120,31 +179,16 @@ def build_template_with_report(
         raise TemplateError(f"Cannot build template {name!r}: max_examples must be 0 or more.", template=name)
     report = ReadReport()
     try:
-        collector = EpisodeCollector(
-            min_messages=mining_filters.get("min_messages", 20),
-            source_filter=mining_filters.get("source_filter"),
-            skip_zero_reward=mining_filters.get("skip_zero_reward", True),
-            skip_tools=mining_filters.get("skip_tools"),
-            keep_personal_data=bool(mining_filters.get("keep_personal_data", False)),
-        )
-
-        def seen(session: Session) -> None:
-            collector(session)
-            if on_session is not None:
-                on_session(session)
-
-        result = mine(
-            _iter_all(sources, format, report, seen, on_progress),
+        examples, episodes, result = mine_template_parts(
+            _iter_all(sources, format, report, on_session, on_progress),
             report=report,
-            max_examples=_ALL,
+            per_tool=per_tool,
+            max_examples=max_examples,
             **mining_filters,
         )
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
-    examples, left_out = cover_tools(result.examples, per_tool=per_tool, max_examples=max_examples)
-    if left_out:
-        result.filtered["beyond_coverage"] += left_out
     if not examples:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())) or "none"
         raise TemplateError(
@@ -163,7 +207,7 @@ def build_template_with_report(
         description = (
             previous.description
             if previous is not None
-            else f"{len(examples)} examples and {len(collector.episodes)} past tasks "
+            else f"{len(examples)} examples and {len(episodes)} past tasks "
             f"mined from {report.sessions} sessions"
         )
     if tags is None:
@@ -177,7 +221,7 @@ def build_template_with_report(
         task_type=str(getattr(task_type, "value", task_type)),
         tags=list(tags),
         examples=examples,
-        episodes=collector.episodes,
+        episodes=episodes,
         system_prompt_addendum=system_prompt_addendum,
         source_session_ids=session_ids,
     )

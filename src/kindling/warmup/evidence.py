@@ -9,6 +9,9 @@ fixed keyword lists:
   (stemmed words and word pairs) predicts whether a task with this text uses the tool. It learns
   both the tool's base rate (tools nearly every task needs) and the words that go with it ("return",
   "refund", "address"), and it shares strength across all episodes instead of voting with a few.
+- **Nearest past tasks vote**: the similarity-weighted share of the ten most similar past tasks
+  that used each tool (smoothed towards the base rate); the probability of a tool is the mean of
+  the word model's and the vote's.
 - **How many tools**: the tools are ranked by probability and the smallest set with the best
   expected F1 is shown (``choose_tools``), so a task that needs two tools does not get eight; when
   nothing in the task is known, the probabilities fall back to the base rates.
@@ -39,6 +42,7 @@ _SUFFIXES = ("ing", "ed", "es", "s")
 L2 = 1.0  # ridge strength of the per-tool models (the usual default; not tuned to any data)
 _ITERATIONS = 300
 _STEP = 2.0
+NEIGHBOURS = 10  # past tasks that vote
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
 
@@ -141,7 +145,22 @@ class TaskEvidence:
         x /= max(1.0, math.sqrt(float(x.sum())))
         z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
         p = 1.0 / (1.0 + np.exp(-z))
+        # The word models share strength across all past tasks; the vote of the nearest ones is
+        # sharper when a few past tasks match closely. Each counts half.
+        p = 0.5 * p + 0.5 * self.vote(task)
         return {t: float(p[i]) for i, t in enumerate(self.tools) if allowed is None or t in allowed}
+
+    def vote(self, task: str) -> np.ndarray:
+        """Return per tool the similarity-weighted share of the nearest past tasks that used it,
+        smoothed towards the base rate by one pseudo-task (the base rates when nothing is similar)."""
+        total = np.array(self.base_rates, dtype=np.float64)
+        weight = 1.0
+        column_of = {t: i for i, t in enumerate(self.tools)}
+        for s in self.similar(task, NEIGHBOURS):
+            for tool in self.episodes[s.index].tools:
+                total[column_of[tool]] += s.similarity
+            weight += s.similarity
+        return total / weight
 
 
 def _fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

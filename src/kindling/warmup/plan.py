@@ -27,6 +27,7 @@ from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_example
 __all__ = ["Plan", "choose_template", "evidence_for", "plan_examples", "template_fit", "why_template"]
 
 SIMILAR_LIMIT = 20
+MAJORITY = 0.5
 _FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
 _REQUEST_PREVIEW = 160
 
@@ -92,8 +93,13 @@ def plan_examples(
         by_tool.setdefault(examples[i].tool_name, []).append(i)
     evidence = evidence_for(template)
     probabilities = {t: p for t, p in evidence.probabilities(task, allowed).items() if t in by_tool}
-    chosen = choose_tools(probabilities, max_examples)
     similar = evidence.similar(task, SIMILAR_LIMIT)
+    if similar or evidence.known(task):
+        chosen = choose_tools(probabilities, max_examples)
+    else:
+        # Nothing in the task is known: the tools most past tasks used (at least the commonest).
+        ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
+        chosen = [t for t, p in ranked if p >= MAJORITY][:max_examples] or [t for t, _ in ranked[:1]]
     episodes = template.episodes
     linked = {(examples[i].session_id, examples[i].position): i for i in usable}
     opening = {e.session_id: e.opening or e.request for e in episodes}
@@ -123,16 +129,19 @@ def plan_examples(
                 pick = (spare, None)
         if pick is not None:
             take(*pick)
-    # Then more calls of those tools from the most similar past tasks, in their order.
-    for s in similar:
-        if len(taken) >= max_examples:
-            break
+    # Then more calls of those tools from the most similar past tasks: the surest tools first,
+    # then the more similar task, then the call's place in it.
+    more = []
+    for rank, s in enumerate(similar):
         for step in episodes[s.index].steps:
-            if len(taken) >= max_examples:
-                break
             index = linked.get((episodes[s.index].session_id, step.position))
             if step.tool_name in chosen_set and index is not None and index not in taken:
-                take(index, s)
+                more.append((-round(probabilities[step.tool_name], 3), rank, step.position, index, s))
+    for *_order, index, s in sorted(more, key=lambda m: m[:3]):
+        if len(taken) >= max_examples:
+            break
+        if index not in taken:
+            take(index, s)
     candidates = [Shown(examples[i], opening.get(examples[i].session_id, "")) for i in taken]
     past = [
         {

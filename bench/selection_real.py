@@ -1,0 +1,393 @@
+"""Benchmark: does warm-up show the tools a new task needs, on real agents' recorded runs?
+
+Data: the development data (``../shared/data/trajectories``: tau-bench and tau2-bench retail runs
+of seven agents; see its SOURCES.md), read with kindling's own readers. Split **by task**: all runs
+of a task are on one side (the same task recurs across files; v1 task i is tau2 task i; tasks
+whose expected actions are identical, such as tau2's twin tasks, count as one; task ids come from
+the readers, which recover the real task of the ToolOrchestra file from its action checks). A
+fixed-seed k-fold split over tasks holds every task out once; a template is built from the
+successful runs of the other folds with kindling's own build (episodes, per-tool coverage,
+personal-data scrubbing on).
+
+For every run of a held-out task, the query is what its agent had at turn zero: the first
+substantive user message. Each method chooses examples under the same token budget and the same
+rendering (``fill_budget``, ``build_conversation``):
+
+* kindling      - ``warm_conversation``: similar past tasks and per-tool evidence decide tools and examples;
+* first-N       - the template's examples in stored order;
+* one-per-tool  - one example of each tool, the most used tools first (calls in the template);
+* random        - examples drawn at random (seeded by the task);
+* oracle        - one example of each tool the task needs (truth a), the most used first.
+
+Scores of the tools in the injected examples, per held-out task (mean over its runs, then over
+tasks), against (a) the tools used (successfully) by at least half of the task's successful runs
+and (b) the task's expected actions in the run's own file's task definition:
+recall (the share of the task's tools shown, out of at most the number of examples allowed, the
+most any choice can show), precision (the share of injected examples whose tool the task needs),
+F1. Also the estimated tokens injected and the share of injected examples that contain an
+identifier of another session's customer (values of user_id, order_id, email, payment_method_id,
+first/last name and zip in each session's own call arguments, searched in the injected text;
+independent of the scrubber). Ties are broken by tool name and example order everywhere.
+
+    .venv/bin/python bench/selection_real.py            # 5 folds, 8 and 3 examples
+    .venv/bin/python bench/selection_real.py --quick    # 2 folds over 20 tasks
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SEED = 20261122
+FOLDS = 5
+SETTINGS = (8, 3)
+BUDGET = 2000
+METHODS = ("kindling", "first-N", "one-per-tool", "random", "oracle")
+SIMPLE = ("first-N", "one-per-tool", "random")
+IDENTIFIER_KEYS = frozenset(
+    {"user_id", "order_id", "email", "payment_method_id", "first_name", "last_name", "zip"}
+)
+MIN_IDENTIFIER = 4
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
+_TOKEN = re.compile(r"[\w@.#+-]+")
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+class Run:
+    """One recorded run: its session, task group, success, query and truths."""
+
+    def __init__(self, session: Any, file: str) -> None:
+        from kindling.mining.tasktype import opening_request
+
+        self.session = session
+        self.file = file
+        self.task = str(session.metadata.get("task_id"))
+        self.group = self.task
+        self.success = session.reward is not None and session.reward >= 1.0
+        self.query = opening_request(session)
+        expected = session.metadata.get("expected_actions") or []
+        self.expected = [
+            a for a in expected if isinstance(a, dict) and a.get("requestor", "assistant") == "assistant"
+        ]
+        self.identifiers = _identifiers(session)
+
+
+def _identifiers(session: Any) -> set[str]:
+    found: set[str] = set()
+    for message in session.messages:
+        for call in message.tool_calls:
+            if call.requestor != "assistant":
+                continue
+            for key, value in call.arguments.items():
+                if key in IDENTIFIER_KEYS and isinstance(value, (str, int)):
+                    text = str(value).strip().lstrip("#").lower()
+                    if len(text) >= MIN_IDENTIFIER:
+                        found.add(text)
+    return found
+
+
+def _tools_that_worked(session: Any) -> set[str]:
+    from kindling.mining import load_mining_config
+    from kindling.mining.outcome import OutcomeClassifier
+
+    classify = OutcomeClassifier(load_mining_config().rules()).classify
+    names: dict[str, str] = {}
+    worked: set[str] = set()
+    for message in session.messages:
+        for call in message.tool_calls:
+            if call.requestor == "assistant":
+                names[call.id] = call.name
+        if message.role == "tool" and message.tool_call_id in names:
+            name = names[message.tool_call_id]
+            if classify(name, message.content, message.error).ok:
+                worked.add(name)
+    return worked
+
+
+def load_runs(data: Path) -> tuple[list[Run], dict[str, int]]:
+    """Return every run under ``data`` (each file or folder read by kindling) and runs per source."""
+    from kindling.sessions import iter_sessions
+
+    runs: list[Run] = []
+    per_source: dict[str, int] = {}
+    for folder in sorted(p for p in data.iterdir() if p.is_dir()):
+        for source in sorted(folder.iterdir()):
+            count = 0
+            for session in iter_sessions(source):
+                runs.append(Run(session, source.name))
+                count += 1
+            per_source[f"{folder.name}/{source.name}"] = count
+    _merge_identical_tasks(runs)
+    return runs, per_source
+
+
+def _merge_identical_tasks(runs: list[Run]) -> None:
+    """Tasks whose expected actions are identical (twins) become one group (union-find)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    by_actions: dict[str, str] = {}
+    for run in runs:
+        if not run.expected:
+            continue
+        key = json.dumps(
+            [(a.get("name"), a.get("arguments")) for a in run.expected], sort_keys=True, default=str
+        )
+        other = by_actions.setdefault(key, run.task)
+        a, b = find(other), find(run.task)
+        if a != b:
+            parent[max(a, b, key=_task_order)] = min(a, b, key=_task_order)
+    for run in runs:
+        run.group = find(run.task)
+
+
+def _task_order(task: str) -> tuple[int, str]:
+    return (int(task), task) if task.isdigit() else (1 << 30, task)
+
+
+# ------------------------------------------------------------------------------------- scoring
+
+
+def score(shown: Sequence[str], truth: set[str], slots: int) -> tuple[float, float, float] | None:
+    """Return (recall, precision, F1) of the shown examples' tools; None when there is no truth."""
+    if not truth:
+        return None
+    if not shown:
+        return (0.0, 0.0, 0.0)
+    hits = len(set(shown) & truth)
+    recall = hits / min(len(truth), slots)
+    precision = sum(tool in truth for tool in shown) / len(shown)
+    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
+    return (recall, precision, f1)
+
+
+def shown_examples(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Return (tool, example text) per injected call: the call, its result and its request."""
+    results = {
+        m.get("tool_call_id"): str(m.get("content") or "") for m in messages if m.get("role") == "tool"
+    }
+    out: list[tuple[str, str]] = []
+    request = ""
+    for message in messages:
+        if message.get("role") == "user":
+            request = str(message.get("content") or "")
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            text = f"{request}\n{function['arguments']}\n{results.get(call['id'], '')}"
+            out.append((function["name"], text))
+    return out
+
+
+def leaks(text: str, identifiers: dict[str, set[int]], own: set[str]) -> bool:
+    """True when ``text`` holds an identifier of a session other than the query's own customer."""
+    for token in _TOKEN.findall(text.lower()):
+        token = token.strip(".,;:!?#").lstrip("#")
+        if token in identifiers and token not in own:
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------------- methods
+
+
+def _ordered_by_use(template: Any) -> list[str]:
+    uses: Counter[str] = Counter()
+    for example in template.examples:
+        uses[example.tool_name] += max(1, example.count)
+    return sorted(uses, key=lambda t: (-uses[t], t))
+
+
+def choose(
+    method: str, template: Any, run: Run, truth: set[str], slots: int, context: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Return the injected messages of ``method`` for ``run`` at ``slots`` examples."""
+    from kindling.warmup.build import Shown, build_conversation
+    from kindling.warmup.select import fill_budget
+    from kindling.warmup.warm import warm_conversation
+
+    if method == "kindling":
+        return warm_conversation(template, run.query, budget=BUDGET, max_examples=slots).messages
+    examples = template.examples
+    if method == "first-N":
+        order = list(range(len(examples)))
+    elif method == "one-per-tool":
+        first = context["first_of_tool"]
+        order = [first[t] for t in context["by_use"]]
+    elif method == "random":
+        rng = random.Random(f"{SEED}:{run.group}:{run.session.id}")
+        order = rng.sample(range(len(examples)), len(examples))
+    else:  # oracle
+        first = context["first_of_tool"]
+        order = [first[t] for t in context["by_use"] if t in truth]
+    selection = fill_budget([Shown(examples[i]) for i in order], budget=BUDGET, max_examples=slots)
+    return build_conversation(selection.shown, budget=BUDGET, example_tokens=selection.example_tokens)
+
+
+# ------------------------------------------------------------------------------------- main
+
+
+def folds_of(groups: Sequence[str], k: int) -> list[set[str]]:
+    """Return ``k`` folds of task groups, shuffled with the fixed seed (every group in one fold)."""
+    order = sorted(groups, key=_task_order)
+    random.Random(SEED).shuffle(order)
+    return [set(order[i::k]) for i in range(k)]
+
+
+def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -> dict[str, Any]:
+    """Run the k-fold benchmark; return the per-setting, per-method means and the counts."""
+    from kindling.templates.build import template_from_sessions
+    from kindling.warmup.tokens import estimate_conversation_tokens
+
+    by_group: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_group[run.group].append(run)
+    truth: dict[str, set[str]] = {}
+    for group, members in by_group.items():
+        used = [_tools_that_worked(r.session) for r in members if r.success]
+        if used:
+            tools = set().union(*used)
+            truth[group] = {t for t in tools if 2 * sum(t in u for u in used) >= len(used)}
+    groups = sorted(truth, key=_task_order)
+    if groups_limit is not None:
+        groups = groups[:: max(1, len(groups) // groups_limit)][:groups_limit]
+    identifiers: dict[str, set[int]] = defaultdict(set)
+    for index, run in enumerate(runs):
+        for value in run.identifiers:
+            identifiers[value].add(index)
+    own_of = {id(r): r.identifiers for r in runs}
+    # results[slots][method][metric] -> per-task means
+    results: dict[int, dict[str, dict[str, list[float]]]] = {
+        s: {m: defaultdict(list) for m in METHODS} for s in SETTINGS
+    }
+    counts = {"tasks": 0, "queries": 0, "templates": []}
+    for fold in folds_of(groups, k):
+        train = [r.session for r in runs if r.group not in fold and r.success]
+        template = template_from_sessions("bench", train, min_messages=0)
+        counts["templates"].append((len(template.examples), len(template.episodes)))
+        context = {
+            "by_use": _ordered_by_use(template),
+            "first_of_tool": {},
+        }
+        for i, example in enumerate(template.examples):
+            context["first_of_tool"].setdefault(example.tool_name, i)
+        for group in sorted(fold, key=_task_order):
+            members = [r for r in by_group[group] if r.query]
+            if not members:
+                continue
+            counts["tasks"] += 1
+            counts["queries"] += len(members)
+            for slots in SETTINGS:
+                per: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in METHODS}
+                for run in members:
+                    expected = {a.get("name") for a in run.expected if a.get("name")}
+                    for method in METHODS:
+                        messages = choose(method, template, run, truth[group], slots, context)
+                        shown = shown_examples(messages)
+                        tools = [tool for tool, _ in shown]
+                        a = score(tools, truth[group], slots)
+                        if a is not None:
+                            for name, value in zip(("recall", "precision", "f1"), a, strict=True):
+                                per[method][name].append(value)
+                        b = score(tools, expected, slots)  # type: ignore[arg-type]
+                        if b is not None:
+                            per[method]["recall_b"].append(b[0])
+                            per[method]["precision_b"].append(b[1])
+                            per[method]["f1_b"].append(b[2])
+                        per[method]["tokens"].append(estimate_conversation_tokens(messages))
+                        per[method]["examples"].append(len(shown))
+                        if shown:
+                            own = own_of[id(run)]
+                            share = sum(leaks(text, identifiers, own) for _, text in shown) / len(shown)
+                            per[method]["leaks"].append(share)
+                for method, metrics in per.items():
+                    for name, values in metrics.items():
+                        results[slots][method][name].append(statistics.fmean(values))
+                if verbose and slots == SETTINGS[0]:
+                    row = "  ".join(
+                        f"{m} {statistics.fmean(per[m]['f1']):.2f}" for m in METHODS if per[m]["f1"]
+                    )
+                    print(f"  task {group:>4} truth={','.join(sorted(truth[group]))[:70]:70} {row}")
+    return {"results": results, "counts": counts}
+
+
+def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed: float) -> bool:
+    """Print the tables and the target checks; return True when every target is met."""
+    results, counts = outcome["results"], outcome["counts"]
+    total = sum(per_source.values())
+    print(
+        f"kindling selection on real traces: {total} runs from {len(per_source)} sources, "
+        f"{counts['tasks']} held-out tasks ({counts['queries']} queries), {k}-fold split by task "
+        f"(seed {SEED}), budget {BUDGET} tokens, {elapsed:.0f} s"
+    )
+    sizes = ", ".join(f"{e} ex/{p} tasks" for e, p in counts["templates"])
+    print(f"  templates per fold: {sizes}")
+    print("  query: each run's first substantive user message (what its agent had at turn zero)")
+    met = True
+    for slots in SETTINGS:
+        table = results[slots]
+        means = {m: {n: statistics.fmean(v) if v else 0.0 for n, v in table[m].items()} for m in METHODS}
+        print(
+            f"\n  at most {slots} examples        (a) tools the successful runs used   (b) expected actions"
+        )
+        print(
+            "  method         recall precision   F1     recall precision   F1    tokens  other-customer ids"
+        )
+        for m in METHODS:
+            v = means[m]
+            print(
+                f"  {m:13} {v['recall']:7.3f} {v['precision']:8.3f} {v['f1']:7.3f}"
+                f"   {v.get('recall_b', 0):7.3f} {v.get('precision_b', 0):8.3f} {v.get('f1_b', 0):7.3f}"
+                f" {v['tokens']:8.0f}  {v.get('leaks', 0):8.4f}   ({v['examples']:.1f} examples)"
+            )
+        best = max(SIMPLE, key=lambda m: (means[m]["f1"], m))
+        ratio = means["kindling"]["f1"] / means[best]["f1"] if means[best]["f1"] else float("inf")
+        target = min(1.3 * means[best]["f1"], 0.85)
+        ok_f1 = means["kindling"]["f1"] >= target - 1e-9
+        ok_recall = means["kindling"]["recall"] >= means[best]["recall"] - 1e-9
+        ok_ids = means["kindling"].get("leaks", 0.0) == 0.0
+        met = met and ok_f1 and ok_recall and ok_ids
+        print(
+            f"  kindling / best simple rule ({best}): {ratio:.2f}x F1 (target {target:.3f}: "
+            f"{'met' if ok_f1 else 'NOT met'}); recall {means['kindling']['recall']:.3f} vs "
+            f"{means[best]['recall']:.3f} ({'met' if ok_recall else 'NOT met'}); other-customer ids "
+            f"{means['kindling'].get('leaks', 0.0):.4f} ({'met' if ok_ids else 'NOT met'})"
+        )
+    return met
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark on the development data and print its tables; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the trajectories folder")
+    parser.add_argument("--folds", type=int, default=FOLDS)
+    parser.add_argument("--quick", action="store_true", help="2 folds over 20 tasks (a smoke run)")
+    parser.add_argument("--verbose", action="store_true", help="print every held-out task")
+    args = parser.parse_args(argv)
+    if not args.data.is_dir():
+        print(f"no development data at {args.data}")
+        return 2
+    started = time.perf_counter()
+    runs, per_source = load_runs(args.data)
+    k = 2 if args.quick else args.folds
+    outcome = evaluate(runs, k, 20 if args.quick else None, args.verbose)
+    met = report(outcome, per_source, k, time.perf_counter() - started)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

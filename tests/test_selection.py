@@ -1,0 +1,236 @@
+"""Selection by past tasks: similar episodes and per-tool evidence decide tools and examples."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from kindling.cli.main import app
+from kindling.mining.model import Example
+from kindling.templates import JsonDirStore, Template
+from kindling.templates.model import Episode, EpisodeStep
+from kindling.warmup import (
+    choose_template,
+    inject,
+    to_anthropic,
+    validate_conversation,
+    warm,
+    warm_conversation,
+)
+from kindling.warmup.evidence import choose_tools
+from kindling.warmup.plan import plan_examples
+
+# Kinds of past task: what users asked, and the tools such a task used.
+KINDS: dict[str, tuple[list[str], list[str]]] = {
+    "refund": (
+        [
+            "I want a refund for the broken kettle",
+            "please refund my damaged blender",
+            "refund the cracked mug",
+        ],
+        ["lookup_customer", "get_order", "issue_refund"],
+    ),
+    "address": (
+        [
+            "change the shipping address of my order",
+            "update my delivery address please",
+            "ship to my new address",
+        ],
+        ["lookup_customer", "get_order", "change_address"],
+    ),
+    "catalog": (
+        [
+            "which laptops do you sell in silver",
+            "show me desk lamps in stock",
+            "what colours does the chair come in",
+        ],
+        ["search_catalog", "get_product"],
+    ),
+}
+ALL_TOOLS = sorted({t for _texts, tools in KINDS.values() for t in tools} | {"escalate", "send_survey"})
+
+
+def shop_template(repeat: int = 3, name: str = "shop") -> Template:
+    examples: list[Example] = []
+    episodes: list[Episode] = []
+    for kind, (texts, tools) in KINDS.items():
+        for r in range(repeat):
+            for number, text in enumerate(texts):
+                session = f"{kind}-{r}-{number}"
+                steps = []
+                for position, tool in enumerate(tools, start=1):
+                    examples.append(
+                        Example(
+                            tool_name=tool,
+                            arguments={"n": f"{session}-{position}"},
+                            result=f"{tool} result for {session}",
+                            session_id=session,
+                            position=position * 2,
+                        )
+                    )
+                    steps.append(EpisodeStep(tool_name=tool, position=position * 2))
+                episodes.append(Episode(session_id=session, opening=f"{text} (case {r})", steps=steps))
+    # Rare tools that no episode of these kinds used.
+    examples.append(Example(tool_name="escalate", result="escalated", session_id="x", position=1))
+    examples.append(Example(tool_name="send_survey", result="sent", session_id="y", position=1))
+    return Template(name=name, examples=examples, episodes=episodes)
+
+
+def test_a_task_gets_the_tools_its_kind_of_past_task_used_not_every_tool() -> None:
+    template = shop_template()
+    result = warm_conversation(template, "I would like a refund for my broken toaster", max_examples=8)
+    assert set(result.tools) == {"lookup_customer", "get_order", "issue_refund"}
+    catalog = warm_conversation(template, "do you sell silver desk lamps", max_examples=8)
+    assert set(catalog.tools) == {"search_catalog", "get_product"}  # two tools, not eight
+    # The examples come from the most similar past tasks, and the result says which and why.
+    assert catalog.past_tasks and all(p["session_id"].startswith("catalog") for p in catalog.past_tasks)
+    why = catalog.as_dict()["why"]
+    assert why["past_tasks"] == catalog.past_tasks
+    assert why["evidence"]["search_catalog"] > why["evidence"]["issue_refund"]
+    assert "past tasks" in why["tools"]
+
+
+def test_nothing_similar_falls_back_to_what_most_past_tasks_used() -> None:
+    template = shop_template()
+    plan = plan_examples(template, "zzz qqq", max_examples=8)
+    assert plan.tools  # something sensible, not nothing
+    assert set(plan.tools) <= {
+        "lookup_customer",
+        "get_order",
+        "issue_refund",
+        "change_address",
+        "search_catalog",
+        "get_product",
+    }
+    assert "no past task resembles" in plan.reason
+
+
+def test_choose_tools_shows_only_what_the_evidence_supports() -> None:
+    assert choose_tools({"a": 0.95, "b": 0.9, "c": 0.05, "d": 0.04, "e": 0.03}, 8) == ["a", "b"]
+    assert choose_tools({"a": 0.9, "b": 0.9, "c": 0.9}, 2) == ["a", "b"]  # ties by name, within the slots
+    assert choose_tools({}, 8) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    allowed=st.sets(st.sampled_from(ALL_TOOLS)),
+    task=st.sampled_from(["refund my kettle", "new address please", "silver lamps", "", "hello"]),
+    slots=st.integers(1, 10),
+    style=st.sampled_from(["triples", "closed"]),
+)
+def test_selection_never_shows_a_tool_outside_the_agents_tools(
+    allowed: set[str], task: str, slots: int, style: str
+) -> None:
+    template = shop_template(repeat=1)
+    result = warm_conversation(template, task, max_examples=slots, tools=allowed, style=style)
+    shown = {c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or ()}
+    assert shown <= allowed
+    assert set(result.tools) <= allowed
+    assert set(result.evidence) <= allowed
+    validate_conversation(result.messages, strict_ids=True)
+
+
+def test_legacy_templates_without_episodes_also_respect_the_tools() -> None:
+    template = shop_template().model_copy(update={"episodes": []})
+    result = warm_conversation(template, "refund my kettle", tools={"escalate", "get_order"})
+    assert set(result.tools) <= {"escalate", "get_order"}
+    assert result.tools
+
+
+@pytest.mark.parametrize("style", ["triples", "closed"])
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_warm_up_from_past_tasks_is_valid_in_every_style_and_format(style: str, fmt: str) -> None:
+    template = shop_template()
+    for task in ("refund my broken kettle", "which lamps do you sell", ""):
+        result = warm_conversation(template, task, style=style, budget=900)
+        validate_conversation(result.messages, strict_ids=True)
+        assert result.estimated_tokens <= 900
+        users = [m["content"] for m in result.messages if m["role"] == "user"]
+        assert len(users) == len(set(users))  # no request repeats
+        merged = inject(
+            [{"role": "system", "content": "S"}, {"role": "user", "content": task or "hi"}], result.messages
+        )
+        validate_conversation(merged)
+        if fmt == "anthropic":
+            roles = [t["role"] for t in to_anthropic(merged)["messages"]]
+            assert all(a != b for a, b in itertools.pairwise(roles))
+
+
+def test_auto_chooses_by_fit_and_gives_the_same_template_for_the_same_task(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path)
+    shop = shop_template(name="shop")
+    other = Template(
+        name="code",
+        examples=[Example(tool_name="run_tests", result="12 passed", session_id="c", position=1)],
+        episodes=[
+            Episode(
+                session_id="c",
+                opening="run the unit tests of the parser",
+                steps=[EpisodeStep(tool_name="run_tests", position=1)],
+            )
+        ],
+    )
+    store.save(shop)
+    store.save(other)
+    names = [warm(None, "please refund my broken kettle", store=store).template.name for _ in range(4)]
+    assert names == ["shop"] * 4  # used more each time, still chosen: fit decides, not usage
+    assert warm(None, "run the parser unit tests", store=store).template.name == "code"
+    result = warm(None, "please refund my broken kettle", store=store)
+    assert "fit" in result.as_dict()["why"]["template"]
+    assert choose_template([shop, other], "refund my kettle") is shop
+
+
+def test_cli_warm_tools_option_and_inject_reads_the_request_body_tools(tmp_path: Path) -> None:
+    store = tmp_path / "templates"
+    JsonDirStore(store).save(shop_template())
+    runner = CliRunner()
+    out = runner.invoke(
+        app,
+        [
+            "warm",
+            "shop",
+            "--task",
+            "refund my kettle",
+            "--tools",
+            "get_order,escalate",
+            "--json",
+            "--no-record",
+            "--store",
+            str(store),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert set(data["tools"]) <= {"get_order", "escalate"} and data["tools"]
+    assert data["why"]["template"] == "named by the caller"
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "refund my broken kettle"}],
+        "tools": [{"type": "function", "function": {"name": "issue_refund", "parameters": {}}}],
+    }
+    out = runner.invoke(app, ["inject", "shop", "--no-record", "--store", str(store)], input=json.dumps(body))
+    assert out.exit_code == 0, out.output
+    merged = json.loads(out.output)
+    names = {c["function"]["name"] for m in merged["messages"] for c in m.get("tool_calls") or ()}
+    assert names == {"issue_refund"}
+    assert merged["tools"] == body["tools"]
+    text = runner.invoke(
+        app, ["warm", "shop", "--task", "refund my kettle", "--no-record", "--store", str(store)]
+    )
+    assert "from past" in text.output and "Tools:" in text.output
+
+
+def test_repeated_warm_ups_are_deterministic() -> None:
+    template = shop_template()
+    tasks = ["refund my kettle", "new delivery address", "lamps in silver", "anything else"]
+    random.Random(3).shuffle(tasks)
+    first = [warm_conversation(template, t).messages for t in tasks]
+    again = [warm_conversation(template, t).messages for t in tasks]
+    assert first == again
