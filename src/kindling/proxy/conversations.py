@@ -268,6 +268,8 @@ class Conversations:
                     self.template, task, store=self._store(), record_use=False, tools=names, **options
                 )
             except NotFoundError:
+                if self.template:
+                    raise  # a named template that is missing is an error worth logging
                 return WarmChoice(None, "none")
         else:
             # Limit the examples to the agent's tools, then let warm-up choose among them.
