@@ -70,10 +70,11 @@ lint: $(VENV)/.dev-installed
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
-## lock: re-pin dependencies after changing pyproject.toml (needs uv: pip install uv)
+## lock: re-pin dependencies after changing pyproject.toml, and the Hermes test environment's (needs uv: pip install uv)
 lock:
 	uv pip compile pyproject.toml --extra plot --universal --python-version 3.10 -o requirements.lock
 	uv pip compile pyproject.toml --extra dev --universal --python-version 3.10 -o requirements-dev.lock
+	uv pip compile pyproject.toml tests/hermes/requirements.in --python-version 3.11 -o tests/hermes/requirements.lock
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
