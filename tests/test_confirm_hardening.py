@@ -19,7 +19,7 @@ from kindling.confirm.settings import HIGH_RISK_ACTIONS
 from kindling.confirm.spoofing import text_warnings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import StoreError
-from test_confirm_support import Tokens, auth, daemon_settings, make_tokens, running, sign_in
+from test_confirm_support import Tokens, auth, card_form, daemon_settings, make_tokens, running, sign_in
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -190,6 +190,29 @@ def test_crafted_cookie_expiries_are_refused_without_a_500(client: httpx.Client)
             r = client.get(path, headers=[(b"cookie", cookie)], follow_redirects=False)
             assert r.status_code in (303, 401), (expiry[:5], path, r.status_code)
     assert policy.read_session_cookie("s", "a.\u00b2.b.c", 0) is None
+
+
+def test_non_ascii_secrets_in_cookies_and_forms_are_refused_without_a_500(
+    client: httpx.Client, tokens: Tokens
+) -> None:
+    # hmac.compare_digest raises on a str with non-ASCII characters: each place a client's value
+    # is compared with a secret must refuse it like any other wrong value.
+    for cookie in ("tok_1.9999999999.abcd.\u00e9", "\u00e9.9999999999.abcd.00"):
+        for path in ("/ui", "/ui/pending"):
+            r = client.get(path, headers=[(b"cookie", f"kindling_confirm={cookie}".encode())])
+            assert r.status_code in (303, 401), (cookie, path, r.status_code)
+    rid = _submit(client, tokens.agent).json()["id"]
+    with httpx.Client(base_url=str(client.base_url), timeout=30) as web:
+        web.get("/ui/login")  # the sign-in form's nonce cookie
+        assert web.post("/ui/login", data={"token": tokens.approver, "csrf": "\u00e9"}).status_code == 403
+        assert sign_in(web, tokens.approver).status_code == 303
+        assert web.get("/ui/pending", params={"known": "\u00e9"}).status_code == 200
+        form = card_form(web.get("/ui").text, rid)
+        for field in ("csrf", "shown"):
+            bad = {**form, "decision": "deny", field: "1.\u00e9"}
+            assert web.post(f"/ui/decide/{rid}", data=bad).status_code in (400, 403), field
+        assert web.post("/ui/logout", data={"csrf": "\u00e9"}).status_code == 403
+    assert client.get(f"/confirm/{rid}", headers=auth(tokens.approver)).json()["status"] == "pending"
 
 
 def test_api_docs_are_off_and_4xx_are_documented(client: httpx.Client) -> None:

@@ -38,6 +38,17 @@ SESSION_SECONDS = 12 * 3600
 _EXPIRY_RE = re.compile(r"^[0-9]{1,12}$")
 
 
+def same_secret(expected: str, presented: str | None) -> bool:
+    """True when ``presented`` equals ``expected``, compared in constant time.
+
+    Compares bytes: ``hmac.compare_digest`` raises on a str with non-ASCII characters, so a
+    crafted cookie or form field (``é``) would otherwise answer 500 instead of being refused.
+    """
+    if not presented:
+        return False
+    return hmac.compare_digest(expected.encode(), presented.encode("utf-8", "surrogatepass"))
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who is calling: the token's id, its name and its role, as checked by the server."""
@@ -108,7 +119,7 @@ def read_session(secret: str, value: str | None, now: float) -> tuple[str, str] 
     token_id, expires, nonce, _mac = parts
     if int(expires) <= now:
         return None
-    if not hmac.compare_digest(session_cookie(secret, token_id, int(expires), nonce), value or ""):
+    if not same_secret(session_cookie(secret, token_id, int(expires), nonce), value):
         return None
     return token_id, nonce
 
@@ -120,7 +131,7 @@ def login_csrf_token(secret: str, nonce: str) -> str:
 
 def check_csrf(secret: str, token_id: str, presented: str | None) -> bool:
     """True when ``presented`` is the CSRF token of ``token_id`` (compared in constant time)."""
-    return bool(presented) and hmac.compare_digest(csrf_token(secret, token_id), presented or "")
+    return same_secret(csrf_token(secret, token_id), presented)
 
 
 def validate_token_name(name: str) -> str:

@@ -134,7 +134,7 @@ def shown_at(secret: str, cookie: str, request_id: str, digest: str, token: str)
     at, _, mac = token.partition(".")
     if not (at.isascii() and at.isdigit()) or len(at) > 15:
         return None
-    if not hmac.compare_digest(_shown_mac(secret, cookie, request_id, digest, int(at)), mac):
+    if not policy.same_secret(_shown_mac(secret, cookie, request_id, digest, int(at)), mac):
         return None
     return int(at) / 1000
 
@@ -203,7 +203,7 @@ async def login(
     the sign-in form's CSRF token (a forged sign-in into the attacker's account)."""
     secret = await run_in_threadpool(store.secret)
     nonce = request.cookies.get(LOGIN_COOKIE) or ""
-    if not nonce or not csrf or not hmac.compare_digest(policy.login_csrf_token(secret, nonce), csrf):
+    if not nonce or not policy.same_secret(policy.login_csrf_token(secret, nonce), csrf):
         return _render(
             request,
             "login.html",
@@ -282,7 +282,7 @@ async def pending_ids(
         return JSONResponse({"error": "Sign in first."}, status_code=401)
     ids = await run_in_threadpool(store.pending_ids)
     version = _version(ids)
-    if known and hmac.compare_digest(known, version):
+    if policy.same_secret(version, known):
         return Response(status_code=204, headers={"Cache-Control": "no-store"})
     return JSONResponse({"version": version, "ids": ids}, headers={"Cache-Control": "no-store"})
 
