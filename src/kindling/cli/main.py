@@ -49,9 +49,10 @@ class KindlingGroup(TyperGroup):
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except typer.TyperException as exc:  # Typer's own Click: usage errors and friends
             if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group name: show its help, as before
-                help_text = exc.ctx.get_help()  # type: ignore[attr-defined]
-                if help_text:
-                    typer.echo(help_text)
+                # Building the error rendered the help already (Rich prints it and leaves the
+                # message empty); plain Click leaves it in the message. Print it once either way.
+                if exc.message:
+                    typer.echo(exc.message)
                 sys.exit(0)
             err_console.print(_usage_error_line(exc), markup=False, highlight=False, soft_wrap=True)
             sys.exit(getattr(exc, "exit_code", 2))
