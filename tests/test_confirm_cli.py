@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from kindling.cli.main import app
@@ -158,6 +161,32 @@ def test_read_only_commands_create_no_database(isolated_homes: Path) -> None:
     assert code == 1 and "no database" in err
     assert not (home / "confirm.db").exists()
     assert not home.exists() or list(home.iterdir()) == []
+
+
+@pytest.mark.postgres
+def test_read_only_commands_create_no_tables(tmp_path: Path, pg_url: str) -> None:
+    # Another program's SQLite file, and an empty PostgreSQL database: nothing is created in either.
+    foreign = tmp_path / "state.db"
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("CREATE TABLE sessions (id TEXT)")
+    read_only = (["status"], ["token", "list"], ["whitelist", "list"], ["audit", "list"], ["audit", "verify"])
+    for db in (str(foreign), pg_url):
+        for args in read_only:
+            code, out, err = invoke(*args, "--db", db)
+            assert code == 0 and ("No confirm database yet" in err or "0 events" in out), (args, db, err)
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert tables == ["sessions"]
+    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names() == []
+    finally:
+        engine.dispose()
+    # Once the daemon's database exists, the same commands read it.
+    assert invoke("token", "create", "--role", "agent", "--name", "bot", "--db", pg_url)[0] == 0
+    code, out, _ = invoke("token", "list", "--json", "--db", pg_url)
+    assert code == 0 and json.loads(out)[0]["name"] == "bot"
 
 
 def test_pending_approve_and_deny_from_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
