@@ -528,3 +528,17 @@ def test_a_restarted_proxy_repeats_the_stored_warm_up_and_a_warm_up_error_forwar
         assert httpx.post(f"{proxy.base_url}/chat/completions", json=sent).status_code == 200
     assert fake_openai.requests[-1]["body"] == sent  # forwarded unwarmed
     assert any("warm-up failed" in r.getMessage() for r in caplog.records)
+
+
+def test_detecting_a_proxy_store_leaves_a_hermes_database_untouched(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kindling.sessions import detect_format, generate_sample_db
+
+    hermes = tmp_path / "state.db"
+    generate_sample_db(hermes, sessions=3)
+    with sqlite3.connect(hermes) as db:
+        db.execute("PRAGMA journal_mode=DELETE")
+    before = hermes.read_bytes()
+    assert detect_format(hermes) == "hermes"
+    assert hermes.read_bytes() == before and not (tmp_path / "state.db-wal").exists()

@@ -17,6 +17,7 @@ Three tables, in SQLite (default ``$KINDLING_HOME/proxy.db``) or PostgreSQL:
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,23 @@ def has_recorded_tables(conn: Connection) -> bool:
 def is_recorded_store(target: str | Path) -> bool:
     """True when ``target`` (a SQLite file or a database URL) holds the proxy's tables.
 
+    A SQLite file is opened read-only and changed in no way (it is often Hermes's live ``state.db``).
     Never raises: a database that cannot be opened is simply not a proxy store.
     """
+    if not (isinstance(target, str) and "://" in target):
+        from kindling.sessions.hermes import WalFiles  # read-only, leaving no -wal/-shm behind
+
+        wal = WalFiles(Path(target).expanduser())
+        try:
+            with contextlib.closing(sqlite3.connect(wal.uri, uri=True, timeout=5)) as db:
+                found = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (messages_table.name,)
+                ).fetchone()
+            return found is not None
+        except (sqlite3.Error, OSError, ValueError):
+            return False
+        finally:
+            wal.release()
     from kindling.db import create_engine
 
     try:
