@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI, text
@@ -378,6 +381,30 @@ def test_read_only_commands_create_nothing(tmp_path: Path, isolated_homes: Path)
     code, out = _invoke("path", "--db", str(missing), "--json")
     assert code == 0 and json.loads(out)["jobs"] == str(missing)
     assert not missing.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.postgres
+def test_read_only_commands_migrate_no_database(tmp_path: Path, pg_url: str) -> None:
+    # Another program's SQLite file and an empty PostgreSQL database get no jobs table from a read.
+    foreign = tmp_path / "state.db"
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        conn.execute("CREATE TABLE sessions (id TEXT)")
+    for db in (str(foreign), pg_url):
+        for command in ("list", "status"):
+            code, out = _invoke(command, "--db", db)
+            assert code != 0 and "No jobs in" in out and "cron add" in out, (command, db, out)
+    with contextlib.closing(sqlite3.connect(foreign)) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["sessions"]
+    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names() == []
+    finally:
+        engine.dispose()
+    # Once a job is added there, the same commands read it.
+    SqlJobStore(pg_url).engine.dispose()
+    code, out = _invoke("list", "--db", pg_url, "--json")
+    assert code == 0 and json.loads(out) == [], out
 
 
 def test_list_at_80_columns_puts_long_errors_under_the_table(fake_openai: FakeOpenAI) -> None:

@@ -9,6 +9,7 @@ numbered functions (``m001_initial``, ...) applied in order and recorded per com
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,6 +64,33 @@ def missing_sqlite_file(target: str | Path) -> Path | None:
     """
     path = sqlite_path(target)
     return path if path is not None and not path.exists() else None
+
+
+def holds_table(target: str | Path, table: str) -> bool:
+    """True when the database ``target`` already holds ``table``; checked without creating anything.
+
+    Read-only commands use this to leave alone an empty PostgreSQL database, or another program's
+    SQLite file, instead of migrating it. A missing SQLite file holds nothing. When the check
+    itself cannot run, True: opening the store then reports what is wrong.
+    """
+    path = sqlite_path(target)
+    try:
+        if path is not None:
+            if not path.exists():
+                return False
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+                ).fetchone()
+                return found is not None
+        engine = create_engine(target)
+        try:
+            with engine.connect() as conn:
+                return bool(sa.inspect(conn).has_table(table))
+        finally:
+            engine.dispose()
+    except (sqlite3.Error, SQLAlchemyError, StoreError):
+        return True
 
 
 def redact_url(target: str | Path) -> str:

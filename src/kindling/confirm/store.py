@@ -16,7 +16,6 @@ import json
 import os
 import re
 import secrets
-import sqlite3
 import threading
 import time
 import uuid
@@ -42,7 +41,7 @@ from kindling.confirm.records import (
     WhitelistRule,
 )
 from kindling.confirm.settings import ConfirmSettings
-from kindling.db import apply_migrations, create_engine, normalize_url, sqlite_path, translate_errors
+from kindling.db import apply_migrations, create_engine, holds_table, normalize_url, translate_errors
 from kindling.errors import ConfirmError, InvalidNameError, NotFoundError, StoreError
 
 COMPONENT = "confirm"
@@ -983,29 +982,6 @@ def open_existing_store(settings: ConfirmSettings | None = None) -> Confirmation
     path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
     if path and path != ":memory:" and not Path(path).exists():
         return None
-    if path != ":memory:" and not _has_schema(s.database):
+    if path != ":memory:" and not holds_table(s.database, t.requests.name):
         return None  # an empty PostgreSQL database, or another program's SQLite file: leave it be
     return ConfirmationStore(s.database, s)
-
-
-def _has_schema(target: str) -> bool:
-    """True when ``target`` already holds the daemon's tables, checked without creating anything.
-
-    When the check itself cannot run, True: opening the store then reports what is wrong.
-    """
-    path = sqlite_path(target)
-    try:
-        if path is not None:
-            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-                found = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (t.requests.name,)
-                ).fetchone()
-                return found is not None
-        engine = create_engine(target)
-        try:
-            with engine.connect() as conn:
-                return sa.inspect(conn).has_table(t.requests.name)
-        finally:
-            engine.dispose()
-    except (sqlite3.Error, sa.exc.SQLAlchemyError, StoreError):
-        return True

@@ -31,6 +31,7 @@ from kindling.config import kindling_home
 from kindling.db import (
     apply_migrations,
     create_engine,
+    holds_table,
     is_url,
     missing_sqlite_file,
     normalize_url,
@@ -600,8 +601,8 @@ class SqlJobStore(JobStore):
 def open_job_store(target: str | Path | None = None, *, create: bool = True) -> JobStore:
     """Open the job store named by ``target``.
 
-    With ``create=False`` (read-only commands) a SQLite file that does not exist is not created:
-    NotFoundError says so instead. A missing JSON file simply holds no jobs.
+    With ``create=False`` (read-only commands) a SQLite file that does not exist is not created, and
+    a database without the jobs table is not migrated: NotFoundError says so instead. A missing JSON file simply holds no jobs.
 
     None uses ``$KINDLING_CRON_DB`` when set, else ``$KINDLING_HOME/cron/jobs.json``. A ``.json`` path
     is a JSON file; any other path (e.g. ``jobs.db``) or a ``sqlite://`` / ``postgresql://`` URL is SQL.
@@ -619,6 +620,14 @@ def open_job_store(target: str | Path | None = None, *, create: bool = True) -> 
             f"No job database at {missing} yet; `kindling cron add --db {missing}` creates it.",
             kind="job store",
             name=str(missing),
+        )
+    if not create and not holds_table(target, _jobs_table.name):
+        # An empty PostgreSQL database, or another program's SQLite file: a read leaves it be.
+        where = redact_url(target)
+        raise NotFoundError(
+            f"No jobs in {where} yet; `kindling cron add --db {where}` creates the table.",
+            kind="job store",
+            name=where,
         )
     return SqlJobStore(target)
 
