@@ -194,3 +194,13 @@ def test_development_data_mines_as_before(monkeypatch: pytest.MonkeyPatch) -> No
         expected = reference(source, monkeypatch, min_messages=0)
         assert expected[1]["sessions"] > 0, source
         assert current(source, min_messages=0) == expected, source
+
+
+@pytest.mark.postgres
+def test_postgresql_mines_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_url: str) -> None:
+    from test_stats_cli import _copy_to_postgres  # one copy helper for every PostgreSQL test
+
+    path = generate_sample_db(tmp_path / "state.db", sessions=120, seed=8)
+    _copy_to_postgres(path, pg_url)
+    assert current(pg_url, min_messages=0) == reference(pg_url, monkeypatch, min_messages=0)
+    assert current(pg_url) == current(path)

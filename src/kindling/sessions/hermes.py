@@ -70,7 +70,15 @@ from kindling.sessions.model import (
     ToolCall,
     new_tool_call,
 )
-from kindling.sessions.skips import COMPACTION_COPY, COMPACTION_SUMMARY
+from kindling.sessions.skips import (
+    COMPACTION_COPY,
+    COMPACTION_SUMMARY,
+    DATABASE_ERROR,
+    INVALID_UTF8,
+    MESSAGE_WITHOUT_SESSION,
+    ORPHAN_TOOL_RESULT,
+    UNKNOWN_ROLE,
+)
 
 # Message columns read, in this order, after (session_id, order key). Missing ones read as NULL.
 # Mining reads only the first LEAN_COLUMNS of them: every column fetched costs per row.
@@ -334,7 +342,7 @@ def _read_sqlite(
         )
     except sqlite3.DatabaseError as exc:
         # A page that cannot be read mid-stream: what was read has been yielded; say why it stopped.
-        report.skip("database_error")
+        report.skip(DATABASE_ERROR)
         raise SourceError(f"Cannot finish reading {path}: {str(exc).strip()}.", path=path) from exc
     finally:
         for stream in (message_pages, session_pages):
@@ -546,7 +554,7 @@ class _Pages:
                 cursor.close()
                 return rows
             if self.repaired != before:
-                self.report.skip("invalid_utf8")
+                self.report.skip(INVALID_UTF8)
                 continue
             rows.append(row)
 
@@ -699,7 +707,7 @@ def _read_postgres(
             message_rows, session_rows, report, key=_text_order_key, parent_calls=parents
         )
     except psycopg.Error as exc:
-        report.skip("database_error")
+        report.skip(DATABASE_ERROR)
         raise SourceError(f"Cannot finish reading {label}: {str(exc).strip()}", path=label) from exc
     finally:
         for stream in (message_rows, session_rows):
@@ -903,12 +911,12 @@ def assemble_rows(
                     if parent_calls is not None and current_row[_PARENT_END] == "compression":
                         earlier = dict(parent_calls(current_row[6]))
         if current_row is None:
-            report.skip("message_without_session")
+            report.skip(MESSAGE_WITHOUT_SESSION)
             continue
         if role not in roles:
             role = normalize_role(role)
             if role is None:
-                report.skip("unknown_role")
+                report.skip(UNKNOWN_ROLE)
                 continue
         if content is not None:
             if type(content) is str:
@@ -920,7 +928,7 @@ def assemble_rows(
                 try:
                     content = content.decode("utf-8")
                 except UnicodeDecodeError:
-                    report.skip("invalid_utf8")
+                    report.skip(INVALID_UTF8)
                     continue
             else:
                 content = str(content)
@@ -985,7 +993,7 @@ def assemble_rows(
                     copies.discard(call_id)
                     report.skip(COMPACTION_COPY)
                     continue
-                report.skip("orphan_tool_result")
+                report.skip(ORPHAN_TOOL_RESULT)
                 continue
             results_seen += 1
             if calls:
