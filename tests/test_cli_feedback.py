@@ -75,3 +75,24 @@ def test_review_says_what_it_waits_for(fake_openai: FakeOpenAI, tmp_path: Path) 
     )
     assert code == 0, terminal + stdout
     assert f"Reviewing session {session_id}" in terminal and "waiting for slow-model" in terminal
+
+
+def test_stats_and_build_progress_know_the_total_of_a_hermes_database(tmp_path: Path) -> None:
+    db = generate_sample_db(tmp_path / "state.db", sessions=120, seed=5)
+    for args in (["stats", str(db)], ["build", "main", str(db)]):
+        code, _stdout, terminal = run_in_terminal(args)
+        assert code == 0, terminal
+        assert "/120" in terminal and "/?" not in terminal, (args, terminal[-500:])
+
+
+def test_estimate_sessions_is_exact_for_hermes_and_unknown_otherwise(tmp_path: Path) -> None:
+    from kindling.sessions.sources import estimate_sessions
+
+    db = generate_sample_db(tmp_path / "state.db", sessions=40, seed=2)
+    assert estimate_sessions([db]) == 40 == sum(1 for _ in iter_sessions(db))
+    assert estimate_sessions([db, db]) == 80
+    assert not any(tmp_path.glob("state.db-*"))  # the count leaves no -wal/-shm behind
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    assert estimate_sessions([db, chat]) is None
+    assert estimate_sessions([tmp_path / "missing.db"]) is None

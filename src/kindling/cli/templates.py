@@ -225,7 +225,12 @@ def register(app: typer.Typer) -> None:
         paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
         opened = _store(store)
         with progress_bar(show_progress(json_output)) as progress:
-            task = progress.add_task("Mining sessions", total=None) if progress is not None else None
+            task = None
+            if progress is not None:
+                from kindling.sessions.sources import estimate_sessions
+
+                # A known total (Hermes databases) turns "16100/?" into a bar with an end.
+                task = progress.add_task("Mining sessions", total=estimate_sessions(paths, format))
 
             def advance(sessions_read: int) -> None:
                 if progress is not None and task is not None:

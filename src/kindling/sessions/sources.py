@@ -15,7 +15,13 @@ from typing import Any
 
 import orjson
 
-from kindling.errors import FormatMismatchError, NotFoundError, SourceError, UnknownFormatError
+from kindling.errors import (
+    FormatMismatchError,
+    KindlingError,
+    NotFoundError,
+    SourceError,
+    UnknownFormatError,
+)
 from kindling.sessions.files import LEADING_BYTES, PEEK_BYTES, SQLITE_MAGIC, peek, read_document
 from kindling.sessions.model import ReadReport, Session
 
@@ -362,6 +368,39 @@ def summarize_source(
 
 #: The session id that names a source's most recent session, wherever a session id is accepted.
 LATEST = "latest"
+
+
+def estimate_sessions(sources: Iterable[str | Path], format: str | None = None) -> int | None:
+    """Return how many sessions ``sources`` hold when that is cheap to know, else None (for progress bars).
+
+    Known for Hermes ``state.db`` files: their session rows, counted read-only (the same open as the
+    reader's, leaving no ``-wal``/``-shm`` behind). Any other source, or one that cannot be opened
+    or detected, makes the total unknown; reading it later reports the real problem.
+    """
+    import sqlite3
+
+    from kindling.sessions.hermes import WalFiles
+
+    total = 0
+    for source in sources:
+        try:
+            resolved = resolve_source(source)
+            if (
+                isinstance(resolved, str)
+                or not resolved.is_file()
+                or (format or detect_format(resolved)) != HERMES
+            ):
+                return None
+            wal = WalFiles(resolved)
+            conn = sqlite3.connect(wal.uri, uri=True, timeout=1)
+            try:
+                total += int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+            finally:
+                conn.close()
+                wal.release()
+        except (KindlingError, sqlite3.Error, OSError):
+            return None
+    return total
 
 
 def latest_session(sessions: Iterable[Session]) -> Session | None:
