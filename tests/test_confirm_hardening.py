@@ -160,6 +160,27 @@ def test_lookalike_and_invisible_characters_are_flagged_in_the_api(
     assert plain.json()["warnings"] == []
 
 
+def test_compatibility_lookalikes_and_the_action_are_flagged_too(
+    client: httpx.Client, tokens: Tokens
+) -> None:
+    # Full-width letters, ligatures and a one-dot leader read as ASCII; NFKC folds them to it.
+    r = _submit(
+        client,
+        tokens.agent,
+        action="d\u0435ploy_\uff53taging",
+        description="Restore acme-backups-\uff53taging from \ufb01le backup\u2024tar",
+        details={"bucket": "acme\U0001d41a"},
+    )
+    assert r.status_code == 202
+    got = client.get(f"/confirm/{r.json()['id']}", headers=auth(tokens.approver)).json()
+    kinds = {(w["field"], w["char"]) for w in got["warnings"] if w["kind"] == "lookalike"}
+    assert {("action", "U+0435"), ("action", "U+FF53")} <= kinds
+    assert {("description", "U+FF53"), ("description", "U+FB01"), ("description", "U+2024")} <= kinds
+    assert ("details.bucket", "U+1D41A") in kinds
+    plain = _submit(client, tokens.agent, description="caf\u00e9, na\u00efve, \u2122 and \u00bd", details={})
+    assert plain.json()["warnings"] == []
+
+
 def test_lookalike_action_names_fold_to_the_high_risk_name() -> None:
     for spelling in (
         "\uff44\uff45\uff4c\uff45\uff54\uff45_data",  # full-width

@@ -1,8 +1,9 @@
 """Characters that make what an approver reads differ from what runs, and the action-name fold.
 
-``text_warnings`` finds, in a request's description and details, bidi overrides (text that shows
+``text_warnings`` finds, in a request's action, description and details, bidi overrides (text that shows
 in another order than it runs), invisible characters (zero-width spaces and joiners, fillers,
-unusual spaces) and look-alike letters (a Cyrillic ``а`` inside ``staging``); the API returns them
+unusual spaces) and look-alike letters (a Cyrillic ``а`` inside ``staging``, a full-width ``ｓ``,
+the ``ﬁ`` ligature: anything NFKC turns into ASCII); the API returns them
 with every request and the web page marks each one where it stands.
 
 Look-alike letters come from ``folding.LOOKALIKES``, the table the action-name fold uses too.
@@ -43,6 +44,17 @@ def char_problem(ch: str) -> str | None:
     return None
 
 
+def _compat_ascii(ch: str) -> bool:
+    """True for a non-ASCII character NFKC turns into one visible ASCII character: a full-width
+    ``ｓ``, the ``ﬁ`` ligature, a one-dot leader that reads as ``.``, a mathematical ``𝐚``."""
+    if ch.isascii():
+        return False
+    folded = unicodedata.normalize("NFKC", ch)
+    if not folded.isascii() or not folded.strip() or not folded.isprintable():
+        return False
+    return len(folded) == 1 or (folded.isalpha() and ch.isalpha())  # one character, or a ligature
+
+
 def suspicious_positions(text: str) -> dict[int, str]:
     """Return ``{index: kind}`` for every character of ``text`` that could mislead a reader.
 
@@ -57,6 +69,8 @@ def suspicious_positions(text: str) -> dict[int, str]:
         kind = char_problem(ch)
         if kind:
             found[i] = kind
+        elif _compat_ascii(ch):
+            found[i] = "lookalike"
     for word in _WORD_RE.finditer(text):
         chunk = word.group()
         if chunk.isascii():
@@ -88,15 +102,16 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
 
 
-def text_warnings(description: str, details: Any) -> list[dict[str, Any]]:
+def text_warnings(description: str, details: Any, action: str = "") -> list[dict[str, Any]]:
     """Return the misleading characters of a request, at most ``MAX_WARNINGS``, in reading order.
 
-    Each is ``{"field", "kind", "char", "name", "index"}``: ``field`` is ``description`` or a
-    path into the details (``details.env``, ``details.hosts[2]``, ``details.env (key)``),
-    ``char`` its code point (``U+200B``), ``index`` its position in that string.
+    Each is ``{"field", "kind", "char", "name", "index"}``: ``field`` is ``action``,
+    ``description`` or a path into the details (``details.env``, ``details.hosts[2]``,
+    ``details.env (key)``), ``char`` its code point (``U+200B``), ``index`` its position in that
+    string.
     """
     warnings: list[dict[str, Any]] = []
-    sources = [("description", description), *_strings(details, "details")]
+    sources = [("action", action), ("description", description), *_strings(details, "details")]
     for field, text in sources:
         for index, kind in sorted(suspicious_positions(text).items()):
             ch = text[index]

@@ -36,14 +36,14 @@ AuditReader = Annotated[Identity, Depends(require("read"))]
 def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, Any]:
     """Return the JSON shape of a request, with its approve/deny URLs.
 
-    ``warnings`` lists the characters of the description and details that could make what an
+    ``warnings`` lists the characters of the action, description and details that could make what an
     approver reads differ from what runs (bidi overrides, invisible characters, look-alikes).
     """
     data = record.to_dict()
     data["details"] = displayable_details(record.details)
     data["approve_url"] = f"{settings.base_url}/confirm/{record.id}/approve"
     data["deny_url"] = f"{settings.base_url}/confirm/{record.id}/deny"
-    data["warnings"] = text_warnings(record.description, record.details)
+    data["warnings"] = text_warnings(record.description, record.details, record.action)
     return data
 
 

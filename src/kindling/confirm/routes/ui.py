@@ -144,7 +144,7 @@ def _card(record: Confirmation, secret: str, session: WebSession) -> dict[str, A
     return {
         "r": record,
         "details": displayable_details(record.details),
-        "warnings": text_warnings(record.description, record.details),
+        "warnings": text_warnings(record.description, record.details, record.action),
         "shown": shown_token(secret, session.cookie, record.id, record.digest, now_ms),
     }
 
