@@ -9,11 +9,17 @@ against ``GET /health`` driven by the same clients in the same run (the cost of 
     python bench/confirm_load.py                 # both backends, 8 clients, 10 s each
     python bench/confirm_load.py --quick         # a few seconds, for the smoke test
     python bench/confirm_load.py --backend sqlite --clients 16 --seconds 30
+
+Each backend also runs one client's submit+approve loop alone and beside ``--waiters`` (256) idle
+long polls (``GET /confirm/{id}?wait=60`` on requests nobody decides), alternating, and prints the
+loop's rate with waiters as a ratio of its rate without (the target is at least 0.8x: a decision
+must wake only its own request's waiters).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
@@ -51,6 +57,8 @@ def start_daemon(db: str) -> tuple[subprocess.Popen[bytes], str]:
         "PYTHONPATH": str(ROOT / "src"),
         "KINDLING_CONFIRM_RATE_LIMIT": "100000000",
         "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "100000000",
+        "KINDLING_CONFIRM_MAX_WAITS_PER_TOKEN": "100000",
+        "KINDLING_CONFIRM_MAX_WAITS": "100000",
     }
     proc = subprocess.Popen(
         [
@@ -151,7 +159,85 @@ def drive(url: str, clients: int, seconds: float, work: str, agent: str, approve
     }
 
 
-def run_backend(name: str, db: str, clients: int, seconds: float) -> bool:
+class IdleWaiters:
+    """``n`` long polls held open on requests nobody decides, each renewed when its wait ends."""
+
+    def __init__(self, url: str, token: str, request_ids: list[str]) -> None:
+        self.url, self.token, self.ids = url, token, request_ids
+        self.stop = threading.Event()
+        self.answers = 0  # waits that ended (each after its full wait, if nothing wakes it)
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()))
+
+    async def _main(self) -> None:
+        limits = httpx.Limits(max_connections=len(self.ids) + 8, max_keepalive_connections=len(self.ids) + 8)
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with httpx.AsyncClient(base_url=self.url, timeout=120, limits=limits) as http:
+
+            async def hold(rid: str) -> None:
+                while not self.stop.is_set():
+                    try:
+                        r = await http.get(f"/confirm/{rid}", params={"wait": 60}, headers=headers)
+                        self.answers += 1
+                        if r.status_code != 200:
+                            self.errors.append(f"wait {r.status_code}")
+                    except httpx.HTTPError as exc:
+                        self.errors.append(type(exc).__name__)
+                        await asyncio.sleep(0.1)
+
+            tasks = [asyncio.create_task(hold(rid)) for rid in self.ids]
+            while not self.stop.is_set():
+                await asyncio.sleep(0.05)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def __enter__(self) -> IdleWaiters:
+        self.thread.start()
+        time.sleep(1.0)  # let every wait reach the daemon
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def run_waiters(name: str, url: str, store: ConfirmationStore, waiters: int, seconds: float) -> bool:
+    """One client's loop alone and beside ``waiters`` idle long polls, alternating; print the ratio."""
+    agent = store.create_token("agent", "bench-waiter-loop")[1]
+    approver = store.create_token("approver", "bench-waiter-approver")[1]
+    idle_agent = store.create_token("agent", "bench-idle")[1]
+    idle_ids = []
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for i in range(waiters):
+            r = http.post(
+                "/confirm",
+                json={"action": "idle", "description": f"nobody decides {i}", "timeout_seconds": 3600},
+                headers={"Authorization": f"Bearer {idle_agent}"},
+            )
+            idle_ids.append(r.json()["id"])
+    alone = beside = 0.0
+    errors: list[str] = []
+    woken = 0
+    for _ in range(2):
+        run = drive(url, 1, seconds, "decide", agent, approver)
+        alone += len(run["latencies"]) / 2 / float(run["elapsed"])  # type: ignore[arg-type]
+        errors += run["errors"]  # type: ignore[operator]
+        with IdleWaiters(url, idle_agent, idle_ids) as idle:
+            run = drive(url, 1, seconds, "decide", agent, approver)
+            woken += idle.answers
+            errors += idle.errors
+        beside += len(run["latencies"]) / 2 / float(run["elapsed"])  # type: ignore[arg-type]
+        errors += run["errors"]  # type: ignore[operator]
+    print(
+        f"confirm_load {name}: one client's loop alone {alone / 2:.1f} cycles/s, beside {waiters} idle "
+        f"long polls {beside / 2:.1f} cycles/s: ratio {beside / alone:.2f}x (target >= 0.8x) "
+        f"woken_waiters={woken} errors={len(errors)}"
+    )
+    return not errors
+
+
+def run_backend(name: str, db: str, clients: int, seconds: float, waiters: int) -> bool:
     store = ConfirmationStore(db, ConfirmSettings(db=db))
     agent = store.create_token("agent", "bench-agent")[1]
     approver = store.create_token("approver", "bench-approver")[1]
@@ -159,6 +245,7 @@ def run_backend(name: str, db: str, clients: int, seconds: float) -> bool:
     try:
         base = drive(url, clients, min(seconds, 3.0), "health", agent, approver)
         load = drive(url, clients, seconds, "decide", agent, approver)
+        waiters_ok = run_waiters(name, url, store, waiters, seconds) if waiters else True
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
@@ -181,7 +268,7 @@ def run_backend(name: str, db: str, clients: int, seconds: float) -> bool:
         f"confirm_load {name}: ratio submit+decide rps / health rps = {rps / base_rps:.3f} "
         f"(health rps={base_rps:.1f})"
     )
-    return lost == 0 and audit.ok and not errors and bool(accepted)
+    return lost == 0 and audit.ok and not errors and bool(accepted) and waiters_ok
 
 
 def _status(store: ConfirmationStore, rid: str) -> str:
@@ -198,6 +285,7 @@ def main() -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--waiters", type=int, default=256, help="idle long polls beside one loop (0: skip)")
     parser.add_argument("--quick", action="store_true", help="4 clients for 1 s: a smoke run")
     args = parser.parse_args()
     if args.quick:
@@ -205,14 +293,14 @@ def main() -> int:
     ok = True
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
-            ok &= run_backend("sqlite", str(Path(tmp) / "bench.db"), args.clients, args.seconds)
+            ok &= run_backend("sqlite", str(Path(tmp) / "bench.db"), args.clients, args.seconds, args.waiters)
     if args.backend in ("postgresql", "both"):
         name = f"kindling_bench_{uuid.uuid4().hex[:10]}"
         base, _, _ = PG_ADMIN.rpartition("/")
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')
         try:
-            ok &= run_backend("postgresql", f"{base}/{name}", args.clients, args.seconds)
+            ok &= run_backend("postgresql", f"{base}/{name}", args.clients, args.seconds, args.waiters)
         finally:
             with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -32,4 +32,10 @@ def test_confirm_load_quick_prints_figures(pg_url: str) -> None:
         assert line, result.stdout
         assert float(line.group(1)) > 0 and int(line.group(4)) > 0
         assert re.search(rf"confirm_load {backend}: ratio .* = [\d.]+", result.stdout)
+        waiters = re.search(
+            rf"confirm_load {backend}: one client's loop alone [\d.]+ cycles/s, beside 256 idle long polls "
+            r"[\d.]+ cycles/s: ratio ([\d.]+)x .* woken_waiters=0 errors=0",
+            result.stdout,
+        )
+        assert waiters and float(waiters.group(1)) > 0, result.stdout
     assert "nothing lost" in result.stdout
