@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from kindling.confirm.folding import fold_action
 from kindling.confirm.policy import is_high_risk
 from kindling.confirm.records import Confirmation
 from kindling.confirm.settings import HIGH_RISK_ACTIONS, ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
+from kindling.errors import ConfirmError
 from test_confirm_support import DaemonProcess, auth, daemon_settings, make_tokens, running
 
 
@@ -350,3 +353,38 @@ def test_a_decision_on_another_daemon_wakes_the_waiter(tmp_path: Path) -> None:
         first.stop()
         second.stop()
         store.close()
+
+
+def test_a_failed_write_is_undone_alone_and_ends_its_transaction(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    other = ConfirmationStore(db, ConfirmSettings(db=db))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    assert agent is not None
+    barrier = threading.Barrier(9)
+    failures: list[BaseException] = []
+
+    def write(i: int) -> None:
+        barrier.wait()
+        try:
+            if i % 3 == 0:
+                with store._write() as conn:  # writes, then fails: undone, the others stay
+                    conn.execute(sa.text("DELETE FROM confirm_tokens"))
+                    raise ConfirmError("changed my mind")
+            store.submit(action=f"a{i}", description="d", identity=agent)
+        except ConfirmError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(failures) == 3
+    assert store.counts()["pending"] == 6 and len(store.list_tokens()) == 1
+    # The write lock is free for another process at once (a lone failed block still ends its
+    # transaction), and the chain holds.
+    other.create_token("agent", "bot2")
+    assert store.verify_audit().ok
+    store.close()
+    other.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -30,6 +31,36 @@ State = TypeVar("State")
 # A batch waits this long at most for blocks already running to join it before committing.
 _GATHER_SECONDS = 0.002
 _MAX_BLOCKS = 256
+
+
+class FifoLock:
+    """A lock handed to its waiters in arrival order.
+
+    ``threading.Lock`` lets a thread that just released it take it again before the threads already
+    waiting, so under load some requests wait many turns: a long latency tail.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiters: deque[threading.Lock] = deque()
+
+    def __enter__(self) -> None:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiters.append(gate)
+        gate.acquire()  # released by the holder, which hands the lock over still held
+
+    def __exit__(self, *exc: object) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._held = False
 
 
 class GroupCommit(Generic[State]):
@@ -51,7 +82,7 @@ class GroupCommit(Generic[State]):
         self._target = target
         self._begin = begin
         self._copy = copy
-        self._conn_lock = threading.Lock()  # whoever holds it uses the connection
+        self._conn_lock = FifoLock()  # whoever holds it uses the connection
         self._cond = threading.Condition()  # guards the counters below
         self._conn: Connection | None = None
         self._state: State | None = None
