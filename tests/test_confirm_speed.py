@@ -388,3 +388,32 @@ def test_a_failed_write_is_undone_alone_and_ends_its_transaction(tmp_path: Path)
     assert store.verify_audit().ok
     store.close()
     other.close()
+
+
+def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
+    from kindling.confirm import tables
+    from kindling.db import apply_migrations, create_engine
+
+    db = str(tmp_path / "confirm.db")
+    engine = create_engine(db)
+    older = [m for m in tables.MIGRATIONS if m is not tables.m005_fast_paths]
+    apply_migrations(engine, "confirm", older)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO confirm_requests (id, action, description, details, digest, requester, requester_token, "
+            "status, timeout_seconds, created_at, expires_at) VALUES "
+            f"('cr_old', 'Restart-Worker', 'd', '{{}}', 'x', 'bot', 'tok_a', 'pending', 300, {time.time()}, "
+            f"{time.time() + 300})"
+        )
+    engine.dispose()
+    store = ConfirmationStore(db, ConfirmSettings(db=db, rate_limit=1))
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT action_key FROM confirm_requests").scalar() == "restart_worker"
+    # The old request counts against its agent's budget for the folded action.
+    from kindling.confirm.policy import Identity
+
+    outcome = store.submit(
+        action="restart_worker", description="d", identity=Identity("tok_a", "bot", "agent")
+    )
+    assert outcome.kind == "rate_limited"
+    store.close()
