@@ -359,6 +359,7 @@ def main() -> None:
             )
             rate_direct = throughput(urls["fake"], seconds, 8, 2_000_000, modelled)
             rate_proxy = throughput(urls["proxy"], seconds, 8, 3_000_000, modelled)
+            rate_bare = throughput(urls["bare"], seconds, 8, 7_000_000, modelled)
             rate_direct_instant = throughput(urls["fake"], seconds, 8, 4_000_000, {})
             rate_proxy_instant = throughput(urls["proxy"], seconds, 8, 5_000_000, {})
             rate_bare_instant = throughput(urls["bare"], seconds, 8, 6_000_000, {})
@@ -388,9 +389,11 @@ def main() -> None:
     )
     print(f"time to first chunk proxy/direct: {ttft_proxy / ttft_direct:.3f}x (target <= 1.1x)")
     print(
-        f"throughput, 8 concurrent clients, modelled server: direct {rate_direct:.1f}/s, proxy {rate_proxy:.1f}/s"
+        f"throughput, 8 concurrent clients, modelled server: direct {rate_direct:.1f}/s, bare forwarder "
+        f"{rate_bare:.1f}/s, proxy {rate_proxy:.1f}/s"
     )
     print(f"throughput proxy/direct: {rate_proxy / rate_direct:.2f}x (target >= 0.8x)")
+    print(f"throughput bare forwarder/direct: {rate_bare / rate_direct:.2f}x")
     print(
         f"for information, instant server (CPU-bound: the client, the server and the proxy share this machine's "
         f"cores): direct {rate_direct_instant:.1f}/s, bare forwarder {rate_bare_instant:.1f}/s, proxy "
