@@ -542,3 +542,18 @@ def test_detecting_a_proxy_store_leaves_a_hermes_database_untouched(tmp_path: Pa
     before = hermes.read_bytes()
     assert detect_format(hermes) == "hermes"
     assert hermes.read_bytes() == before and not (tmp_path / "state.db-wal").exists()
+
+
+def test_proxy_status_command(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    with running_proxy(fake_openai.base_url, tmp_path / "p.db", token="tok") as proxy:
+        _client(proxy.base_url, **{"X-Kindling-Token": "tok"}).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+        wait_recorded(proxy.base_url, headers={"x-kindling-token": "tok"})
+        runner = CliRunner()
+        shown = runner.invoke(app, ["proxy", "status", "--url", proxy.base_url, "--token", "tok", "--json"])
+        assert shown.exit_code == 0, shown.output
+        data = json.loads(shown.stdout)
+        assert (data["conversations"], data["replies"], data["recorder"]["store_state"]) == (1, 1, "up")
+        refused = runner.invoke(app, ["proxy", "status", "--url", proxy.base_url])
+        assert refused.exit_code != 0 and "answered 401" in refused.output
