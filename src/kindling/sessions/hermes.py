@@ -323,8 +323,9 @@ def _read_sqlite(
     message_select, session_select, order = _select_lists(message_columns, session_columns, prompts, lean)
     live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
-    # Messages first: a session committed in between then shows up empty rather than its messages
-    # showing up without their session.
+    # The pages of the two tables are read at different moments, so rows Hermes writes during a read
+    # may or may not be seen; a message whose session row was not seen is counted as
+    # message_without_session, never dropped silently.
     message_rows = _Pages(connections[0], f"SELECT {message_select} FROM messages", where, params, report)
     message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
