@@ -459,6 +459,10 @@ def test_a_read_leaves_no_wal_files_that_were_not_there(tmp_path: Path) -> None:
     assert find_session(str(path), "s2").id == "s2"
     list(mine_source_for_test(path))
     assert wal_files(path) == []
+    link = tmp_path / "link.db"  # the files go next to the database, not next to a link to it
+    link.symlink_to(path)
+    read(str(link))
+    assert wal_files(path) == []
     # A Hermes that has the database open keeps its files, and they keep working for it.
     hermes = sqlite3.connect(path, isolation_level=None)
     hermes.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s4', 'cli', 1.0)")

@@ -215,8 +215,8 @@ class WalFiles:
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+        self.path = path.resolve()  # SQLite puts the files next to the file itself, not a link to it
+        self.uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
         self.existed = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
 
     def release(self) -> None:
