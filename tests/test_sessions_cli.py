@@ -185,4 +185,23 @@ def test_break_path_breaks_only_after_slashes() -> None:
     assert all(len(line) <= 20 for line in broken.splitlines())
     assert all(line.endswith("/") for line in broken.splitlines()[:-1])
     assert break_path("short.db", 20) == "short.db"
-    assert break_path("a-single-very-long-file-name.jsonl", 10) == "a-single-very-long-file-name.jsonl"
+    # A name wider than the column breaks after its own separators, never mid-word.
+    name = "a-single-very-long-file-name.jsonl"
+    assert break_path(name, 10).splitlines() == ["a-single-", "very-long-", "file-name.", "jsonl"]
+    assert break_path("averyveryverylongname", 10) == "averyveryverylongname"  # nothing to break at
+
+
+def test_sessions_table_never_splits_a_long_results_file_name_mid_word(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    # tau-bench results files have names far wider than the column (61 characters here).
+    folder = tmp_path / "tau-bench-avaljotsingh"
+    folder.mkdir()
+    source = folder / "tool-calling-none-0.1_range_0-100_user-none-llm_06232025.db"
+    source.write_bytes(sample_db.read_bytes())
+    result = runner.invoke(app, ["sessions", str(source)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for word in ("tau-", "bench-", "avaljotsingh/", "calling-", "none-", "range_", "06232025."):
+        assert any(word in line for line in lines), (word, result.output)

@@ -65,14 +65,22 @@ def progress_bar(enabled: bool) -> Iterator[Progress | None]:
 def break_path(path: str, width: int) -> str:
     """Return ``path`` with line breaks after ``/`` so each line fits ``width`` where it can.
 
-    Rich folds a long cell at any character, splitting names mid-word; this breaks only between
-    path components (a single component wider than ``width`` is left for Rich to fold).
+    Rich folds a long cell at any character, splitting names mid-word; this breaks between path
+    components, and inside a component wider than ``width`` (a results file such as
+    ``tool-calling-none-0.1_range_0-100.json``) after a ``-``, ``_``, ``.``, ``:`` or space. Only a run
+    without any of those that is still wider than ``width`` is left for Rich to fold.
     """
     width = max(width, 8)
     if len(path) <= width:
         return path
+    pieces: list[str] = []
+    for component in re.findall(r"[^/]*/|[^/]+$", path):  # each component keeps its trailing slash
+        if len(component) <= width:
+            pieces.append(component)
+        else:  # each part keeps the separator it ends with
+            pieces.extend(re.findall(r"[^-_.: ]*[-_.: ]|[^-_.: ]+$", component))
     lines = [""]
-    for piece in re.findall(r"[^/]*/|[^/]+$", path):  # each component keeps its trailing slash
+    for piece in pieces:
         if lines[-1] and len(lines[-1]) + len(piece) > width:
             lines.append("")
         lines[-1] += piece
