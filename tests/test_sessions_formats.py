@@ -646,3 +646,25 @@ def test_hermes_export_reads_what_ran_once(tmp_path: Path) -> None:
     assert report.skipped == {"compaction_summary": 2, "compaction_copy": 4}
     stats = mine([session], min_messages=0).stats
     assert (stats.tool_calls, stats.results_paired, stats.results_failed) == (2, 2, 1)
+
+
+def test_detection_opens_a_database_read_only_and_tells_a_proxy_store_apart(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kindling.db import create_engine
+    from kindling.sessions.recorded import metadata
+
+    hermes = generate_sample_db(tmp_path / "state.db", sessions=2)
+    with sqlite3.connect(hermes) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    before = hermes.read_bytes()
+    assert detect_format(hermes) == "hermes"
+    # Someone else's database keeps its journal mode and its bytes, and gains no -wal/-shm files.
+    assert hermes.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+    proxy = tmp_path / "proxy.db"
+    engine = create_engine(proxy)
+    metadata.create_all(engine)
+    engine.dispose()
+    assert detect_format(proxy) == "proxy"
+    assert detect_format(f"sqlite:///{proxy}") == "proxy"

@@ -221,9 +221,39 @@ def _directory_format(directory: Path) -> str:
 
 def _database_format(target: str | Path) -> str:
     # A database holding the tables kindling's proxy writes is a proxy store; any other is Hermes's.
-    from kindling.sessions.recorded import is_recorded_store
+    from kindling.db import sqlite_path
+    from kindling.sessions.recorded import is_recorded_store, messages_table
 
+    path = sqlite_path(target)
+    if path is not None:
+        return PROXY if _sqlite_has_table(path, messages_table.name) else HERMES
     return PROXY if is_recorded_store(target) else HERMES
+
+
+def _sqlite_has_table(path: Path, table: str) -> bool:
+    # Read-only, waiting at most KINDLING_BUSY_TIMEOUT_MS: detecting the format of someone else's
+    # database (Hermes's state.db) must not change it (no journal-mode switch, no leftover -wal/-shm
+    # files), and a locked file is then reported by the reader, not after a 30 s wait here.
+    import sqlite3
+
+    from kindling.config import env_int
+    from kindling.sessions.hermes import DEFAULT_BUSY_TIMEOUT_MS, WalFiles
+
+    if not path.is_file():
+        return False
+    wal = WalFiles(path)
+    timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
+    try:
+        conn = sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000)
+        try:
+            query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            return conn.execute(query, (table,)).fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    finally:
+        wal.release()
 
 
 def _size(path: Path) -> int:
