@@ -137,6 +137,13 @@ def test_path_json_and_readable_audit_list(isolated_homes: Path) -> None:
     # key=value pairs, not a Python dict repr with quotes and braces
     assert "action=read_*" in text and "session_key=s1" in text
     assert "{'" not in result.stdout and "': " not in result.stdout
+    # Readable at 80 columns: nothing cut, so ids and event names can be copied from it.
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "\u2026" not in result.stdout
+    for word in ("whitelist_added", "token_created"):
+        assert any(word in line for line in lines), result.stdout
+    token_id = json.loads(invoke("token", "list", "--json")[1])[0]["id"]
+    assert any(f"token_id={token_id}" in line for line in lines), result.stdout
 
 
 def test_read_only_commands_create_no_database(isolated_homes: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -305,21 +306,37 @@ def audit_list(
     if json_output:
         print_json([e.__dict__ for e in events])
         return
-    table = Table("seq", "when", "event", "request", "actor", "data")
+    _print_audit(events)
+
+
+def _print_audit(events: list[Any]) -> None:
+    """Two parts an event: seq, time, event and actor on one line; under it, indented and wrapped,
+    its request id and data. Nothing is cut: at 80 columns a table cut ids and event names."""
+    if not events:
+        console.print("No audit events.")
+        return
+    w_seq = max(3, *(len(str(e.seq)) for e in events))
+    console.print(f"{'seq':>{w_seq}}  when (UTC)           event, by whom", style="bold", highlight=False)
     for e in events:
-        table.add_row(
-            str(e.seq), _when(e.at), e.event, e.request_id or "", e.actor or "", Text(_audit_data(e.data))
+        head = Text(f"{e.seq:>{w_seq}}  {_when(e.at)}  {e.event}, by {e.actor or '-'}")
+        console.print(head, overflow="fold")
+        detail = " ".join(
+            part for part in (f"request={e.request_id}" if e.request_id else "", _audit_data(e.data)) if part
         )
-    console.print(table)
+        if detail:
+            console.print(Padding(Text(detail, overflow="fold"), (0, 0, 0, w_seq + 2), expand=False))
 
 
 def _audit_data(data: Any) -> str:
-    """An event's data as ``key=value`` pairs (JSON values, text as it is), not a Python dict repr."""
+    """An event's data as ``key=value`` pairs (JSON values; text with misleading characters marked,
+    as ``pending`` shows them), not a Python dict repr."""
+    from kindling.confirm.spoofing import visible_text
+
     if not isinstance(data, dict):
         return orjson.dumps(data, default=str).decode()
     pairs = []
     for key, value in data.items():
-        shown = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        shown = visible_text(value) if isinstance(value, str) else orjson.dumps(value, default=str).decode()
         pairs.append(f"{key}={shown}")
     return " ".join(pairs)
 
