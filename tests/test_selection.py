@@ -234,3 +234,26 @@ def test_repeated_warm_ups_are_deterministic() -> None:
     first = [warm_conversation(template, t).messages for t in tasks]
     again = [warm_conversation(template, t).messages for t in tasks]
     assert first == again
+
+
+def test_the_agent_tool_takes_the_agents_tools_and_says_why() -> None:
+    from kindling.integrations.warm_tool import warm_session
+    from kindling.templates import open_store
+
+    open_store().save(shop_template())
+    loaded = json.loads(
+        warm_session({"action": "load", "name": "shop", "task": "refund my kettle", "tools": ["get_order"]})
+    )
+    assert loaded["success"], loaded
+    assert loaded["tools"] == ["get_order"]
+    assert loaded["why"]["past_tasks"]
+    conversation = [{"role": "user", "content": "refund my kettle"}]
+    injected = json.loads(
+        warm_session(
+            {"action": "inject", "name": "shop", "messages": conversation, "tools": ["issue_refund"]}
+        )
+    )
+    assert injected["success"], injected
+    names = {c["function"]["name"] for m in injected["messages"] for c in m.get("tool_calls") or ()}
+    assert names == {"issue_refund"}
+    assert "why" in injected
