@@ -106,13 +106,7 @@ def mine_template_parts(
     """
     from kindling.mining import mine
 
-    collector = EpisodeCollector(
-        min_messages=mining_filters.get("min_messages", 20),
-        source_filter=mining_filters.get("source_filter"),
-        skip_zero_reward=mining_filters.get("skip_zero_reward", True),
-        skip_tools=mining_filters.get("skip_tools"),
-        keep_personal_data=bool(mining_filters.get("keep_personal_data", False)),
-    )
+    collector = _collector(mining_filters)
 
     def tee(stream: Iterable[Session]) -> Iterator[Session]:
         for session in stream:
@@ -120,10 +114,38 @@ def mine_template_parts(
             yield session
 
     result = mine(tee(sessions), report=report, max_examples=_ALL, **mining_filters)
+    examples = _cover(result, per_tool, max_examples)
+    return examples, collector.episodes, result
+
+
+def _collector(mining_filters: dict[str, Any]) -> EpisodeCollector:
+    return EpisodeCollector(
+        min_messages=mining_filters.get("min_messages", 20),
+        source_filter=mining_filters.get("source_filter"),
+        skip_zero_reward=mining_filters.get("skip_zero_reward", True),
+        skip_tools=mining_filters.get("skip_tools"),
+        keep_personal_data=bool(mining_filters.get("keep_personal_data", False)),
+    )
+
+
+def _cover(result: Any, per_tool: int, max_examples: int | None) -> list[Example]:
     examples, left_out = cover_tools(result.examples, per_tool=per_tool, max_examples=max_examples)
     if left_out:
         result.filtered["beyond_coverage"] += left_out
-    return examples, collector.episodes, result
+    return examples
+
+
+def _episodes_of(
+    sources: Sequence[str | Path], fmt: str | None, mining_filters: dict[str, Any]
+) -> list[Episode]:
+    """Collect the episodes in a pass of their own (when mining ran in worker processes)."""
+    collector = _collector(mining_filters)
+    limit = mining_filters.get("max_sessions")
+    for session in _iter_all(sources, fmt, ReadReport(), None, None):
+        if limit is not None and len(collector.episodes) >= limit:
+            break
+        collector(session)
+    return collector.episodes
 
 
 def template_from_sessions(
@@ -160,12 +182,14 @@ def build_template_with_report(
     """Like ``build_template`` but also return the read report and the mining counts.
 
     ``on_progress`` is called with the number of sessions read since its last call (for progress
-    bars); ``on_session`` with every session read. Sessions are mined in this process, one pass
-    that also collects the episodes (``workers`` is accepted for compatibility and not used).
+    bars). ``on_session`` is called with every session read; it needs every session in this
+    process, so it mines in one process (one pass that also collects the episodes). Otherwise a
+    big Hermes database is mined in ``workers`` processes (None: automatic; see
+    ``kindling.mining.mine_sources``) with the same result, and the episodes are collected in a
+    second, sequential pass.
     """
-    from kindling.mining import classify_calls
+    from kindling.mining import classify_calls, mine_sources
 
-    del workers
     validate_name(name)
     # Options are checked before the sources are read: a typo should not cost a mining run.
     task_type = check_task_type(task_type, template=name)
@@ -179,13 +203,29 @@ def build_template_with_report(
         raise TemplateError(f"Cannot build template {name!r}: max_examples must be 0 or more.", template=name)
     report = ReadReport()
     try:
-        examples, episodes, result = mine_template_parts(
-            _iter_all(sources, format, report, on_session, on_progress),
-            report=report,
-            per_tool=per_tool,
-            max_examples=max_examples,
-            **mining_filters,
-        )
+        if on_session is not None:
+            # Every session must pass through this process: mine and collect in one pass.
+            examples, episodes, result = mine_template_parts(
+                _iter_all(sources, format, report, on_session, on_progress),
+                report=report,
+                per_tool=per_tool,
+                max_examples=max_examples,
+                **mining_filters,
+            )
+        else:
+            # A big Hermes database is mined in worker processes; the episodes (a request and a
+            # list of tool names per session) are collected in a light pass of their own.
+            result = mine_sources(
+                sources,
+                format=format,
+                workers=workers,
+                report=report,
+                on_progress=on_progress,
+                max_examples=_ALL,
+                **mining_filters,
+            )
+            examples = _cover(result, per_tool, max_examples)
+            episodes = _episodes_of(sources, format, mining_filters)
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
