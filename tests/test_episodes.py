@@ -249,3 +249,53 @@ def test_an_order_id_written_without_its_hash_is_still_replaced() -> None:
     assert episode is not None
     assert "W4284542" not in episode.opening
     assert episode.opening.startswith("Hi, when will my order <")
+
+
+DEV_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
+
+
+def test_every_tool_that_worked_in_the_development_data_keeps_examples() -> None:
+    if not DEV_DATA.is_dir():
+        pytest.skip(f"the development data is not at {DEV_DATA}")
+    from kindling.sessions import iter_sessions
+    from kindling.templates.build import template_from_sessions
+
+    source = DEV_DATA / "tau-bench-avaljotsingh"
+    sessions = [s for path in sorted(source.iterdir()) for s in iter_sessions(path)]
+    template = template_from_sessions("dev", sessions, min_messages=0, max_examples=100)
+    classify = OutcomeClassifier(load_mining_config().rules())
+    worked = {
+        step.tool_name
+        for s in sessions
+        if s.reward is not None and s.reward > 0
+        for episode in [episode_of(s, classify)]
+        if episode is not None
+        for step in episode.steps
+    }
+    # One global cap of 100 kept only the most frequent calls; coverage keeps every tool, writes too.
+    assert {e.tool_name for e in template.examples} == worked
+    assert {"exchange_delivered_order_items", "modify_pending_order_address"} <= worked
+    assert len(template.examples) <= 100
+    assert len(template.episodes) == sum(1 for s in sessions if s.reward == 1.0)
+
+
+def test_cli_rebuild_says_when_nothing_changed(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kindling.cli.main import app
+
+    source = _tau_bench_file(tmp_path / "runs.json", RUNS)
+    store = str(tmp_path / "templates")
+    runner = CliRunner()
+    first = runner.invoke(
+        app, ["build", "shop", str(source), "--min-messages", "0", "--tag", "retail", "--store", store]
+    )
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(
+        app, ["build", "shop", str(source), "--min-messages", "0", "--store", store, "--json"]
+    )
+    assert again.exit_code == 0, again.output
+    data = json.loads(again.output)
+    assert data["unchanged"] is True
+    assert data["template"]["version"] == 1 and data["template"]["tags"] == ["retail"]
+    assert data["mining"]["episodes"] == 2
