@@ -42,7 +42,9 @@ _SUFFIXES = ("ing", "ed", "es", "s")
 L2 = 1.0  # ridge strength of the per-tool models (the usual default; not tuned to any data)
 _ITERATIONS = 300
 _STEP = 2.0
+_CONVERGED = 1e-4  # stop once no weight moves more than this in a step
 NEIGHBOURS = 10  # past tasks that vote
+MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a first warm-up stays quick
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
 
@@ -89,19 +91,29 @@ class TaskEvidence:
         kept = sorted((f for f, c in df.items() if c >= MIN_DOCUMENT_FREQUENCY), key=lambda f: (-df[f], f))
         self.vocabulary = {f: i for i, f in enumerate(kept[:MAX_VOCABULARY])}
         self.tools = sorted({t for e in self.episodes for t in e.tools})
-        n = len(self.episodes)
-        x = np.zeros((n, len(self.vocabulary)), dtype=np.float64)
-        for row, fs in enumerate(feats):
-            for f in fs:
-                column = self.vocabulary.get(f)
-                if column is not None:
-                    x[row, column] = 1.0
-        x /= np.maximum(1.0, np.sqrt(x.sum(axis=1, keepdims=True)))
+        train = range(max(0, len(self.episodes) - MAX_TRAINING), len(self.episodes))
+        feats = [feats[i] for i in train]
+        n = len(train)
+        # The design matrix is sparse (a request has a few dozen features): rows as index lists.
+        indptr = [0]
+        columns: list[int] = []
+        values: list[float] = []
+        for fs in feats:
+            row = sorted({self.vocabulary[f] for f in fs if f in self.vocabulary})
+            columns.extend(row)
+            values.extend([1.0 / max(1.0, math.sqrt(len(row)))] * len(row))
+            indptr.append(len(columns))
+        x = _Sparse(
+            np.asarray(indptr, dtype=np.int64),
+            np.asarray(columns, dtype=np.int64),
+            np.asarray(values),
+            len(self.vocabulary),
+        )
         y = np.zeros((n, len(self.tools)), dtype=np.float64)
         column_of = {t: i for i, t in enumerate(self.tools)}
-        for row, episode in enumerate(self.episodes):
-            for tool in episode.tools:
-                y[row, column_of[tool]] = 1.0
+        for row_index, episode_index in enumerate(train):
+            for tool in self.episodes[episode_index].tools:
+                y[row_index, column_of[tool]] = 1.0
         self.base_rates = y.mean(axis=0) if n else np.zeros(len(self.tools))
         self.weights, self.bias = _fit_logistic(x, y)
         # TF-IDF over words for similarity between tasks.
@@ -109,6 +121,10 @@ class TaskEvidence:
         wdf = Counter(w for ws in word_lists for w in set(ws))
         self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in wdf.items()}
         self.vectors = [self._tfidf(ws) for ws in word_lists]
+        self.postings: dict[str, list[tuple[int, float]]] = {}
+        for index, vector in enumerate(self.vectors):
+            for w, weight in vector.items():
+                self.postings.setdefault(w, []).append((index, weight))
 
     def _tfidf(self, found: list[str]) -> dict[str, float]:
         counts = Counter(found)
@@ -122,11 +138,11 @@ class TaskEvidence:
         query = self._tfidf(words(task))
         if not query:
             return []
-        scored = []
-        for index, vector in enumerate(self.vectors):
-            score = sum(weight * vector.get(w, 0.0) for w, weight in query.items())
-            if score > 0:
-                scored.append(Similar(index, score))
+        totals: dict[int, float] = {}
+        for w, weight in query.items():
+            for index, value in self.postings.get(w, ()):
+                totals[index] = totals.get(index, 0.0) + weight * value
+        scored = [Similar(index, score) for index, score in totals.items() if score > 0]
         scored.sort(key=lambda s: (-s.similarity, s.index))
         return scored[:limit]
 
@@ -163,7 +179,45 @@ class TaskEvidence:
         return total / weight
 
 
-def _fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class _Sparse:
+    """A sparse matrix with just what the gradient steps need: ``x @ w`` and ``x.T @ e``.
+
+    Both are segment sums (``np.add.reduceat``) over the entries grouped by row, then by column.
+    """
+
+    def __init__(self, indptr: np.ndarray, columns: np.ndarray, values: np.ndarray, width: int) -> None:
+        self.shape = (len(indptr) - 1, width)
+        self.values = values
+        self.columns = columns
+        self.rows = np.repeat(np.arange(self.shape[0]), np.diff(indptr))
+        self._row_starts, self._row_ids = _segments(self.rows)
+        self._by_column = np.argsort(columns, kind="stable")
+        self._column_starts, self._column_ids = _segments(columns[self._by_column])
+
+    def dot(self, w: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.shape[0], w.shape[1]))
+        if len(self.columns):
+            out[self._row_ids] = np.add.reduceat(w[self.columns] * self.values[:, None], self._row_starts)
+        return out
+
+    def tdot(self, e: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.shape[1], e.shape[1]))
+        if len(self.columns):
+            order = self._by_column
+            parts = e[self.rows[order]] * self.values[order, None]
+            out[self._column_ids] = np.add.reduceat(parts, self._column_starts)
+        return out
+
+
+def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (start of each run of equal keys, the key of each run) for sorted ``keys``."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return starts, keys[starts]
+
+
+def _fit_logistic(x: _Sparse, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fit one ridge-regularised logistic model per column of ``y`` (gradient descent, all at once)."""
     n, d = x.shape
     tools = y.shape[1]
@@ -173,10 +227,13 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     rate = np.clip(y.mean(axis=0), 1e-3, 1 - 1e-3)
     bias = np.log(rate / (1 - rate))
     for _ in range(_ITERATIONS):
-        p = 1.0 / (1.0 + np.exp(-(x @ weights + bias)))
+        p = 1.0 / (1.0 + np.exp(-(x.dot(weights) + bias)))
         error = p - y
-        weights -= _STEP * (x.T @ error + L2 * weights) / n
+        step = _STEP * (x.tdot(error) + L2 * weights) / n
+        weights -= step
         bias -= _STEP * error.mean(axis=0) / 2
+        if float(np.abs(step).max(initial=0.0)) < _CONVERGED:
+            break
     return weights, bias
 
 
