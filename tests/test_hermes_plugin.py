@@ -113,21 +113,27 @@ def homes(isolated_homes: Path) -> tuple[Path, Path]:
     return isolated_homes / "hermes", isolated_homes / "kindling"
 
 
-def test_first_request_is_warmed_and_later_requests_carry_the_same_bytes(
+def test_warm_start_keeps_its_bytes_and_the_guard_blocks_when_the_daemon_is_down(
     fake_openai: FakeOpenAI, homes: tuple[Path, Path]
 ) -> None:
+    # One Hermes run checks both the warm start and the guard with no daemon to ask (each Hermes
+    # start costs seconds; the two behaviours are independent of each other).
     home, kindling_home = homes
     save_template()
-    write_config(home, fake_openai, approvals=False)
+    down = f"http://127.0.0.1:{free_port()}"
+    write_config(home, fake_openai, confirm_url=down, confirm_token="agent-token", approval_timeout=3)
+    victim = home.parent / "victim"
+    victim.mkdir(parents=True)
     fake_openai.script = [
         tool_call("warm_session", {"action": "list"}),
         tool_call("terminal", {"command": "echo checked"}),
+        tool_call("terminal", {"command": f"rm -rf {victim}"}),
         text("All tests pass."),
     ]
     assert run_hermes(home, kindling_home, TASK, "terminal,kindling").strip() == "All tests pass."
 
     requests = fake_openai.chat_requests()
-    assert len(requests) == 3
+    assert len(requests) == 4
     first = requests[0]["messages"]
     assert first[0]["role"] == "system" and "Hermes" in first[0]["content"]
     real_user = next(i for i, m in enumerate(first) if m["role"] == "user" and m["content"] == TASK)
@@ -145,9 +151,14 @@ def test_first_request_is_warmed_and_later_requests_carry_the_same_bytes(
     # The model could call the kindling toolset: warm_session answered with the template list.
     listed = json.loads(tool_results(requests[1], TASK)[0])
     assert listed["success"] is True and [t["name"] for t in listed["templates"]] == ["hermes-e2e"]
+    # The daemon is down: a harmless command ran, the dangerous one was blocked, not run unasked.
+    results = tool_results(requests[-1], TASK)
+    assert len(results) == 3 and "checked" in results[1]
+    assert "BLOCKED by kindling" in results[2] and "could not be asked" in results[2]
+    assert victim.exists()
     # Hermes stored only the real conversation: no warm message reached state.db.
     rows = state_rows(home)
-    assert [role for role, _ in rows] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [role for role, _ in rows] == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
     assert not any(MARKER in (content or "") for _, content in rows)
     assert rows[0][1] == TASK
 
@@ -185,11 +196,12 @@ def human(base: str, token: str, verdicts: list[tuple[str, str]]) -> threading.T
     return thread
 
 
-def test_dangerous_commands_wait_for_the_daemon(
+def test_dangerous_commands_wait_for_the_daemon_and_warm_off_changes_nothing(
     fake_openai: FakeOpenAI, homes: tuple[Path, Path], daemon: tuple[str, Tokens, ConfirmationStore]
 ) -> None:
     home, kindling_home = homes
     base, tokens, store = daemon
+    save_template()  # present, but the warm start is turned off for this run
     write_config(
         home, fake_openai, warm=False, confirm_url=base, confirm_token=tokens.agent, approval_timeout=3
     )
@@ -211,7 +223,8 @@ def test_dangerous_commands_wait_for_the_daemon(
     run_hermes(home, kindling_home, prompt, "terminal,kindling")
     approver.join(5)
 
-    results = tool_results(fake_openai.chat_requests()[-1], prompt)
+    requests = fake_openai.chat_requests()
+    results = tool_results(requests[-1], prompt)
     assert len(results) == 5
     confirmed = json.loads(results[0])
     assert (
@@ -240,25 +253,6 @@ def test_dangerous_commands_wait_for_the_daemon(
     events = {(e.request_id, e.event) for e in store.audit_events(limit=100)}
     for request, final in zip(by_action, ["approved", "denied", "approved", "expired"], strict=True):
         assert (request.id, "submitted") in events and (request.id, final) in events
-
-
-def test_blocked_when_the_daemon_is_down_and_unwarmed_when_warm_is_off(
-    fake_openai: FakeOpenAI, homes: tuple[Path, Path]
-) -> None:
-    home, kindling_home = homes
-    save_template()  # present, but the warm start is turned off for this run
-    down = f"http://127.0.0.1:{free_port()}"
-    write_config(
-        home, fake_openai, warm=False, confirm_url=down, confirm_token="agent-token", approval_timeout=3
-    )
-    victim = home.parent / "victim"
-    victim.mkdir(parents=True)
-    fake_openai.script = [tool_call("terminal", {"command": f"rm -rf {victim}"}), text("Stopped.")]
-    run_hermes(home, kindling_home, "Remove the folder", "terminal")
-    requests = fake_openai.chat_requests()
-    result = tool_results(requests[-1], "Remove the folder")[0]
-    assert "BLOCKED by kindling" in result and "could not be asked" in result
-    assert victim.exists()
     # warm: false leaves every request as Hermes built it.
     assert [m["role"] for m in requests[0]["messages"]] == ["system", "user"]
     assert not any(MARKER in json.dumps(r["messages"]) for r in requests)
