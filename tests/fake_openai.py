@@ -10,7 +10,8 @@ It replays a script of chat-completion responses in order and records every requ
 
 Script items are either a response built by ``text``/``tool_call``/``tool_calls`` or a fault:
 ``{"fault": "status", "status": 500}``, ``{"fault": "delay", "seconds": 5}`` (then the next item),
-``{"fault": "malformed"}`` (a 200 whose body is not JSON). A status fault may carry ``"headers"``
+``{"fault": "wait", "until": threading.Event()}`` (the request waits until the test sets the event,
+at most 60 s, then gets the next item), ``{"fault": "malformed"}`` (a 200 whose body is not JSON). A status fault may carry ``"headers"``
 (e.g. ``{"retry-after": "0.3"}``); every POST is recorded with its arrival ``"time"`` (monotonic). When the script is exhausted the
 server answers ``default`` (a plain "Done." reply unless changed).
 
@@ -206,8 +207,11 @@ class FakeOpenAI:
                 if latency:
                     time.sleep(latency)
                 item = fake._next_item()
-                while item.get("fault") == "delay":
-                    time.sleep(float(item.get("seconds", 1)))
+                while item.get("fault") in ("delay", "wait"):
+                    if item["fault"] == "wait":
+                        item["until"].wait(60)
+                    else:
+                        time.sleep(float(item.get("seconds", 1)))
                     item = fake._next_item()
                 if item.get("fault") == "status":
                     status = int(item.get("status", 500))

@@ -415,11 +415,15 @@ def _two_ticks_run_each_job_once(store: JobStore, fake: FakeOpenAI, *extra: str)
     jobs = [_add_prompt_job(store, fake, f"job{i}", context_length=100_000) for i in range(3)]
     for job in jobs:
         _make_due(store, job)
-    fake.script = []
-    for index in range(3):
-        # Slow replies keep the first tick busy for ~3 s, so the second one surely meets it.
-        fake.script += [{"fault": "delay", "seconds": 1.0}, text(f"reply {index}")]
+    # The first reply waits until one tick has exited: the tick holding the lock is stuck on it, so
+    # the other surely meets the held lock (no timing involved).
+    gate = threading.Event()
+    fake.script = [{"fault": "wait", "until": gate}] + [text(f"reply {index}") for index in range(3)]
     procs = [_tick_process(*extra), _tick_process(*extra)]
+    deadline = time.monotonic() + 60
+    while all(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gate.set()
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
