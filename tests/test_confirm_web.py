@@ -7,6 +7,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +24,38 @@ def daemon(tmp_path: Path) -> Iterator[tuple[str, Tokens, ConfirmationStore]]:
     with running(store.settings, store) as server:
         yield server.base_url, tokens, store
     store.close()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One chromium for the module's browser tests (a launch costs seconds); each test gets its own page."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=shutil.which("chromium"),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    """A fresh browser context (no cookies or storage from another test) and a page in it."""
+    context = chromium.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def _submit(base: str, token: str, action: str, details: object) -> dict[str, object]:
@@ -120,78 +153,52 @@ def test_sign_in_rules_and_csrf(daemon: tuple[str, Tokens, ConfirmationStore]) -
 
 
 @pytest.mark.browser
-def test_browser_signs_in_sees_details_and_approves(daemon: tuple[str, Tokens, ConfirmationStore]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_browser_signs_in_sees_details_and_approves(
+    daemon: tuple[str, Tokens, ConfirmationStore], page: Any
+) -> None:
+    from playwright.sync_api import expect
 
     base, tokens, store = daemon
     long_detail = "line of the migration plan\n" * 400
     first = _submit(base, tokens.agent, "migrate_database", {"plan": long_detail, "tables": ["a", "b"]})
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=shutil.which("chromium"),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        try:
-            page = browser.new_page()
-            page.goto(f"{base}/ui/login#token={tokens.approver}")
-            # The sign-in URL's fragment fills the token field and is then removed from the address.
-            expect(page.locator("#token")).to_have_value(tokens.approver)
-            page.click("#signin")
-            card = page.locator(f"#req-{first['id']}")
-            expect(card).to_be_visible()
-            details = card.locator("pre.details").inner_text()
-            assert details.count("line of the migration plan") == 400
-            expect(card.locator("code.digest")).to_have_text(str(first["digest"]))
-            # A request submitted while the page is open is announced without a reload, and shown
-            # when the approver asks.
-            second = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
-            expect(page.locator("#changes")).to_be_visible(timeout=10_000)
-            page.click("#apply-changes")
-            expect(page.locator(f"#req-{second['id']}")).to_be_visible(timeout=10_000)
-            # A form post from the signed-in browser session but without the CSRF token is refused.
-            forged = page.request.post(
-                f"{base}/ui/decide/{second['id']}",
-                form={"decision": "approve", "digest": str(second["digest"])},
-            )
-            assert forged.status == 403
-            assert store.get(str(second["id"])).status == "pending"
-            card = page.locator(f"#req-{first['id']}")
-            card.locator("input[name=reason]").fill("plan reviewed")
-            card.locator("button.approve").click()
-            expect(page.locator("#notice")).to_contain_text("approved")
-            expect(page.locator(f"#req-{first['id']}")).to_have_count(0)
-        finally:
-            browser.close()
+    page.goto(f"{base}/ui/login#token={tokens.approver}")
+    # The sign-in URL's fragment fills the token field and is then removed from the address.
+    expect(page.locator("#token")).to_have_value(tokens.approver)
+    page.click("#signin")
+    card = page.locator(f"#req-{first['id']}")
+    expect(card).to_be_visible()
+    details = card.locator("pre.details").inner_text()
+    assert details.count("line of the migration plan") == 400
+    expect(card.locator("code.digest")).to_have_text(str(first["digest"]))
+    # A request submitted while the page is open is announced without a reload, and shown
+    # when the approver asks.
+    second = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
+    expect(page.locator("#changes")).to_be_visible(timeout=10_000)
+    page.click("#apply-changes")
+    expect(page.locator(f"#req-{second['id']}")).to_be_visible(timeout=10_000)
+    # A form post from the signed-in browser session but without the CSRF token is refused.
+    forged = page.request.post(
+        f"{base}/ui/decide/{second['id']}",
+        form={"decision": "approve", "digest": str(second["digest"])},
+    )
+    assert forged.status == 403
+    assert store.get(str(second["id"])).status == "pending"
+    card = page.locator(f"#req-{first['id']}")
+    card.locator("input[name=reason]").fill("plan reviewed")
+    card.locator("button.approve").click()
+    expect(page.locator("#notice")).to_contain_text("approved")
+    expect(page.locator(f"#req-{first['id']}")).to_have_count(0)
     api = httpx.get(f"{base}/confirm/{first['id']}", headers=auth(tokens.agent)).json()
     assert api["status"] == "approved" and api["decided_by"] == "alice" and api["reason"] == "plan reviewed"
     assert store.get(str(second["id"])).status == "pending"
 
 
-def _launch(p: object) -> object:
-    return p.chromium.launch(  # type: ignore[attr-defined]
-        executable_path=shutil.which("chromium"),
-        args=[
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-        ],
-    )
-
-
 @pytest.mark.browser
 def test_a_request_expiring_under_the_pointer_never_moves_another_under_it(
-    daemon: tuple[str, Tokens, ConfirmationStore],
+    daemon: tuple[str, Tokens, ConfirmationStore], page: Any
 ) -> None:
     """Issue 13 item 11: an agent times request A's expiry so B's Approve slides under the cursor."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, tokens, store = daemon
     doomed = httpx.post(
@@ -200,69 +207,59 @@ def test_a_request_expiring_under_the_pointer_never_moves_another_under_it(
         headers=auth(tokens.agent),
     ).json()
     target = _submit(base, tokens.agent2, "wipe_database", {"cmd": "rm -rf /var/lib/postgresql/*"})
-    with sync_playwright() as p:
-        browser = _launch(p)
-        try:
-            page = browser.new_page()  # type: ignore[attr-defined]
-            page.goto(f"{base}/ui/login#token={tokens.approver}")
-            page.click("#signin")
-            first = page.locator(f"#req-{doomed['id']}")
-            expect(first.locator("button.approve")).to_be_enabled()
-            box = first.locator("button.approve").bounding_box()
-            assert box is not None
-            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-            page.mouse.move(x, y)
-            # A expires while the pointer rests on its Approve button.
-            expect(first).to_have_class(re.compile(r"\bgone\b"), timeout=10_000)
-            assert store.get(str(doomed["id"])).status == "expired"
-            # Nothing moved: A's greyed-out card is still where the pointer is, and a new request is
-            # announced instead of being inserted.
-            late = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
-            expect(page.locator("#changes")).to_be_visible(timeout=10_000)
-            expect(page.locator("#changes-text")).to_contain_text("1 new request")
-            assert page.locator(f"#req-{late['id']}").count() == 0
-            after = first.locator("button.approve").bounding_box()
-            assert after is not None and (after["x"], after["y"]) == (box["x"], box["y"])
-            page.mouse.click(x, y)
-            page.wait_for_timeout(300)  # time for any navigation a click could have started
-            assert store.get(str(target["id"])).status == "pending"
-            assert store.get(str(doomed["id"])).status == "expired"
-            # Applying the changes is the approver's own act; the card that then moves under the
-            # pointer cannot be decided until it has stood still for the minimum time.
-            page.click("#apply-changes")
-            expect(page.locator(f"#req-{doomed['id']}")).to_have_count(0)
-            expect(page.locator(f"#req-{late['id']}")).to_be_visible()
-            page.mouse.click(x, y)
-            page.wait_for_timeout(300)
-            assert store.get(str(target["id"])).status == "pending"
-            # Once it has been seen, the same click decides the request it lands on, as it should.
-            card = page.locator(f"#req-{target['id']}")
-            expect(card.locator("button.approve")).to_be_enabled()
-            card.locator("button.approve").click()
-            expect(page.locator("#notice")).to_contain_text("wipe_database approved")
-        finally:
-            browser.close()  # type: ignore[attr-defined]
+    page.goto(f"{base}/ui/login#token={tokens.approver}")
+    page.click("#signin")
+    first = page.locator(f"#req-{doomed['id']}")
+    expect(first.locator("button.approve")).to_be_enabled()
+    box = first.locator("button.approve").bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    # A expires while the pointer rests on its Approve button.
+    expect(first).to_have_class(re.compile(r"\bgone\b"), timeout=10_000)
+    assert store.get(str(doomed["id"])).status == "expired"
+    # Nothing moved: A's greyed-out card is still where the pointer is, and a new request is
+    # announced instead of being inserted.
+    late = _submit(base, tokens.agent2, "rotate_keys", {"key": "signing"})
+    expect(page.locator("#changes")).to_be_visible(timeout=10_000)
+    expect(page.locator("#changes-text")).to_contain_text("1 new request")
+    assert page.locator(f"#req-{late['id']}").count() == 0
+    after = first.locator("button.approve").bounding_box()
+    assert after is not None and (after["x"], after["y"]) == (box["x"], box["y"])
+    page.mouse.click(x, y)
+    page.wait_for_timeout(300)  # time for any navigation a click could have started
+    assert store.get(str(target["id"])).status == "pending"
+    assert store.get(str(doomed["id"])).status == "expired"
+    # Applying the changes is the approver's own act; the card that then moves under the
+    # pointer cannot be decided until it has stood still for the minimum time.
+    page.click("#apply-changes")
+    expect(page.locator(f"#req-{doomed['id']}")).to_have_count(0)
+    expect(page.locator(f"#req-{late['id']}")).to_be_visible()
+    page.mouse.click(x, y)
+    page.wait_for_timeout(300)
+    assert store.get(str(target["id"])).status == "pending"
+    # Once it has been seen, the same click decides the request it lands on, as it should.
+    card = page.locator(f"#req-{target['id']}")
+    expect(card.locator("button.approve")).to_be_enabled()
+    card.locator("button.approve").click()
+    expect(page.locator("#notice")).to_contain_text("wipe_database approved")
     assert store.get(str(target["id"])).status == "approved"
     assert store.get(str(late["id"])).status == "pending"
 
 
 @pytest.mark.browser
-def test_misleading_characters_are_marked_on_the_page(daemon: tuple[str, Tokens, ConfirmationStore]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+def test_misleading_characters_are_marked_on_the_page(
+    daemon: tuple[str, Tokens, ConfirmationStore], page: Any
+) -> None:
+    from playwright.sync_api import expect
 
     base, tokens, _store = daemon
     sneaky = _submit(
         base, tokens.agent, "restore_backup", {"bucket": "acme-backups-st\u0430ging", "env\u200b": "prod"}
     )
-    with sync_playwright() as p:
-        browser = _launch(p)
-        try:
-            page = browser.new_page()  # type: ignore[attr-defined]
-            page.goto(f"{base}/ui/login#token={tokens.approver}")
-            page.click("#signin")
-            card = page.locator(f"#req-{sneaky['id']}")
-            expect(card.locator(".warning")).to_contain_text("2 characters")
-            expect(card.locator("mark.lookalike")).to_have_attribute("title", "U+0430 lookalike")
-            expect(card.locator("mark.invisible")).to_have_text("[U+200B]")
-        finally:
-            browser.close()  # type: ignore[attr-defined]
+    page.goto(f"{base}/ui/login#token={tokens.approver}")
+    page.click("#signin")
+    card = page.locator(f"#req-{sneaky['id']}")
+    expect(card.locator(".warning")).to_contain_text("2 characters")
+    expect(card.locator("mark.lookalike")).to_have_attribute("title", "U+0430 lookalike")
+    expect(card.locator("mark.invisible")).to_have_text("[U+200B]")
