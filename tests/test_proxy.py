@@ -550,6 +550,9 @@ def test_proxy_status_command(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
             model="fake-model", messages=[{"role": "user", "content": "hi"}]
         )
         wait_recorded(proxy.base_url, headers={"x-kindling-token": "tok"})
+        from kindling.sessions import detect_format
+
+        assert detect_format(tmp_path / "p.db") == "proxy"  # while the proxy has it open (a live WAL)
         runner = CliRunner()
         shown = runner.invoke(app, ["proxy", "status", "--url", proxy.base_url, "--token", "tok", "--json"])
         assert shown.exit_code == 0, shown.output

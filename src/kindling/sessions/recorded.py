@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,19 +93,7 @@ def is_recorded_store(target: str | Path) -> bool:
     Never raises: a database that cannot be opened is simply not a proxy store.
     """
     if not (isinstance(target, str) and "://" in target):
-        from kindling.sessions.hermes import WalFiles  # read-only, leaving no -wal/-shm behind
-
-        wal = WalFiles(Path(target).expanduser())
-        try:
-            with contextlib.closing(sqlite3.connect(wal.uri, uri=True, timeout=5)) as db:
-                found = db.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (messages_table.name,)
-                ).fetchone()
-            return found is not None
-        except (sqlite3.Error, OSError, ValueError):
-            return False
-        finally:
-            wal.release()
+        return _sqlite_has_tables(Path(target).expanduser())
     from kindling.db import create_engine
 
     try:
@@ -118,6 +107,27 @@ def is_recorded_store(target: str | Path) -> bool:
         return False
     finally:
         engine.dispose()
+
+
+def _sqlite_has_tables(path: Path) -> bool:
+    # First as an immutable file: no lock, no -wal/-shm created. Tables still only in a live WAL
+    # (a proxy running now) are seen by a plain read-only open, made only when that WAL exists,
+    # so the files it would need are already there.
+    base = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    uris = [base + "&immutable=1"]
+    if Path(f"{path}-wal").exists():
+        uris.append(base)
+    for uri in uris:
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as db:
+                found = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (messages_table.name,)
+                ).fetchone()
+        except (sqlite3.Error, OSError, ValueError):
+            continue
+        if found is not None:
+            return True
+    return False
 
 
 def _connect_args(target: str | Path) -> dict[str, Any]:
