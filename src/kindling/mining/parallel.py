@@ -159,7 +159,8 @@ def mine_sources(
     resolved = [resolve_source(source) for source in sources]
     formats = [format or detect_format(source) for source in resolved]
 
-    from kindling.sessions.hermes import WalFiles, is_postgres_url
+    from kindling.sessions.files import WalFiles
+    from kindling.sessions.hermes import is_postgres_url
 
     shards: list[Shard] = []
     count = 1

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sqlite3
-import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,7 @@ from kindling.sessions.convert import (
     parse_calls_at,
     unwrap_untrusted,
 )
-from kindling.sessions.files import epoch
+from kindling.sessions.files import WalFiles, epoch
 from kindling.sessions.model import (
     ROLES,
     MessageRow,
@@ -202,35 +201,6 @@ class _Mode:
     def lean_rows(self) -> None:
         """The stream is read in row form: read only the columns mining needs."""
         self.lean = True
-
-
-class WalFiles:
-    """Whether a SQLite database's ``-wal``/``-shm`` files existed before kindling opened it.
-
-    A read-only connection to a WAL database creates both files and, being read-only, never removes
-    them. ``release()`` (after every kindling connection is closed) removes them again when they
-    were not there before, the way SQLite itself does: a short read-write connection that only
-    reads, whose close checkpoints an empty log and deletes the files when it is the last
-    connection. When another process has the database open the files are its own and stay.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path.resolve()  # SQLite puts the files next to the file itself, not a link to it
-        self.uri = f"file:{urllib.parse.quote(str(self.path))}?mode=ro"
-        self.existed = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
-
-    def release(self) -> None:
-        """Remove the ``-wal``/``-shm`` files this read created, if no one else uses them."""
-        if self.existed or not any(Path(f"{self.path}{suffix}").exists() for suffix in ("-wal", "-shm")):
-            return
-        try:
-            conn = sqlite3.connect(self.uri.replace("?mode=ro", "?mode=rw"), uri=True, timeout=0)
-            try:
-                conn.execute("PRAGMA schema_version").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            pass  # busy, or not writable by this user: the files stay, as they would have anyway
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:

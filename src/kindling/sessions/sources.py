@@ -237,7 +237,8 @@ def _sqlite_has_table(path: Path, table: str) -> bool:
     import sqlite3
 
     from kindling.config import env_int
-    from kindling.sessions.hermes import DEFAULT_BUSY_TIMEOUT_MS, WalFiles
+    from kindling.sessions.files import WalFiles
+    from kindling.sessions.hermes import DEFAULT_BUSY_TIMEOUT_MS
 
     if not path.is_file():
         return False
@@ -409,7 +410,7 @@ def estimate_sessions(sources: Iterable[str | Path], format: str | None = None) 
     """
     import sqlite3
 
-    from kindling.sessions.hermes import WalFiles
+    from kindling.sessions.files import WalFiles
 
     total = 0
     for source in sources:
