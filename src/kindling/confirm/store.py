@@ -110,6 +110,7 @@ class ConfirmationStore:
         self._tokens: dict[str, policy.Identity] = {}
         self._tokens_gen: int | None = None
         self._tokens_checked = float("-inf")
+        self._minted_by: dict[str, str | None] = {}  # token id -> the id of the token that minted it
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -467,13 +468,20 @@ class ConfirmationStore:
         status = "expired" if expired_now else row.status
         raise ConfirmError(f"Request {request_id} is already {status}.", status_code=409)
 
-    @staticmethod
-    def _minters(conn: Connection, token_id: str) -> set[str]:
+    def _minters(self, conn: Connection, token_id: str) -> set[str]:
         """The ids of the tokens that minted ``token_id``, its minter's minter, and so on."""
         found: set[str] = set()
         current: str | None = token_id
         while current and len(found) < 64:
-            current = conn.execute(sa.select(t.tokens.c.created_by).where(t.tokens.c.id == current)).scalar()
+            # Who minted a token never changes: each link is read once per process.
+            if current in self._minted_by:
+                current = self._minted_by[current]
+            else:
+                parent = conn.execute(
+                    sa.select(t.tokens.c.created_by).where(t.tokens.c.id == current)
+                ).scalar()
+                self._minted_by[current] = parent
+                current = parent
             if not current or current in found:
                 break
             found.add(current)
