@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.mining.model import OutcomeStatus
-from kindling.templates.model import Template, content_key
+from kindling.templates.model import Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
 from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
@@ -43,15 +43,21 @@ class Plan:
     reason: str = ""
 
 
-_CACHE: OrderedDict[bytes, TaskEvidence] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], TaskEvidence] = OrderedDict()
 _CACHE_SIZE = 16
 
 
 def evidence_for(template: Template) -> TaskEvidence:
     """Return the (cached) similarity and tool models of ``template``'s episodes."""
-    key = b"%s\x00%d\x00" % (template.name.encode(), template.version) + content_key(
-        template.model_copy(update={"examples": []})
+    # Name and version identify stored templates; the fingerprint (everything the models read)
+    # tells apart in-memory templates that share them.
+    fingerprint = hash(
+        tuple(
+            (e.session_id, e.opening, e.request, tuple(s.tool_name for s in e.steps))
+            for e in template.episodes
+        )
     )
+    key = (template.name, template.version, template.updated_at, len(template.episodes), fingerprint)
     found = _CACHE.get(key)
     if found is None:
         found = TaskEvidence(template.episodes)
