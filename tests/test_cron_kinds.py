@@ -43,7 +43,7 @@ def test_build_template_job_rebuilds_only_when_something_changed(sample_db: Path
     [output] = sorted((output_root() / job.id).glob("*.md"))
     assert "Built template sample-work" in output.read_text(encoding="utf-8")
 
-    open_store(templates_dir).save(first.model_copy(update={"description": "Nightly work", "tags": ("ops",)}))
+    open_store(templates_dir).save(first.model_copy(update={"description": "Nightly work", "tags": ["ops"]}))
     described = open_store(templates_dir).get("sample-work")
 
     [again] = tick(store, now=LATER + timedelta(days=1)).runs
