@@ -6,11 +6,36 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+import typer.testing
 
 from fake_openai import FakeOpenAI
+
+
+def _build_each_cli_app_once() -> None:
+    """Make typer's CliRunner build an app's click command once instead of on every invoke.
+
+    Building kindling's command tree costs ~50 ms and the suite invokes the CLI hundreds of times
+    (about 20 s in all). The tree depends only on the app's registered commands and groups, so it is
+    rebuilt whenever those change; output is identical (test_cli_main walks every --help).
+    """
+    build = typer.testing._get_command
+    built: dict[int, tuple[typer.Typer, tuple[int, int], Any]] = {}
+
+    def cached(app: typer.Typer) -> Any:
+        shape = (len(app.registered_commands), len(app.registered_groups))
+        hit = built.get(id(app))
+        if hit is None or hit[0] is not app or hit[1] != shape:
+            hit = built[id(app)] = (app, shape, build(app))
+        return hit[2]
+
+    typer.testing._get_command = cached
+
+
+_build_each_cli_app_once()
 
 PG_ADMIN_URL = os.environ.get("KINDLING_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
