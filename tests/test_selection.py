@@ -257,3 +257,26 @@ def test_the_agent_tool_takes_the_agents_tools_and_says_why() -> None:
     names = {c["function"]["name"] for m in injected["messages"] for c in m.get("tool_calls") or ()}
     assert names == {"issue_refund"}
     assert "why" in injected
+
+
+def test_evidence_is_reused_for_the_same_episodes_and_rebuilt_when_they_change() -> None:
+    from kindling.warmup.plan import evidence_for
+
+    template = shop_template(repeat=1, name="cached")
+    first = evidence_for(template)
+    assert evidence_for(template) is first
+    # A copy that shares the episodes (model_copy is shallow) reads the same past tasks.
+    assert evidence_for(template.model_copy(update={"description": "x"})) is first
+    # An episode added in place is seen: the cache must not serve the old models.
+    template.episodes.append(
+        Episode(
+            session_id="new",
+            opening="cancel my subscription",
+            steps=[EpisodeStep(tool_name="escalate", position=2)],
+        )
+    )
+    grown = evidence_for(template)
+    assert grown is not first
+    # Equal episodes in another object (a template read again from its store) reuse the models too.
+    again = Template.model_validate(template.model_dump())
+    assert evidence_for(again) is grown
