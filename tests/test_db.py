@@ -67,6 +67,8 @@ import sqlalchemy as sa
 def m001_things(conn):
     conn.execute(sa.text("CREATE TABLE things (id INTEGER PRIMARY KEY)"))
 
+print("ready", flush=True)
+sys.stdin.readline()  # every process has imported everything: all open the database at once
 engine = create_engine(sys.argv[1])
 print(apply_migrations(engine, "things", [m001_things]))
 """
@@ -80,16 +82,27 @@ def test_processes_opening_a_fresh_database_together_take_turns(
     import sys
 
     target = str(tmp_path / "fresh.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    # Four processes released together once all have started (a start takes longer than the race
+    # window, so more processes started one after another would mostly not overlap).
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _OPEN_AND_MIGRATE, target],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(6)
+        for _ in range(4)
     ]
+    for proc in procs:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            pytest.fail(f"a process failed to start: {proc.communicate(timeout=60)[1]}")
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     results = [proc.communicate(timeout=60) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * 6, [err for _, err in results]
+    assert [proc.returncode for proc in procs] == [0] * 4, [err for _, err in results]
     outputs = sorted(out.strip() for out, _ in results)
-    assert outputs == ["['m001_things']"] + ["[]"] * 5
+    assert outputs == ["['m001_things']"] + ["[]"] * 3
