@@ -174,3 +174,12 @@ def test_review_reads_the_session_from_hermes_on_postgresql(
     assert from_pg == from_sqlite and len(from_pg) > 2  # the same history, whichever database holds it
     missing = runner.invoke(app, [base[0], pg_url, "-s", "nope", *base[3:]])
     assert missing.exit_code == 1 and missing.stderr.strip().startswith("Error: No session 'nope'")
+
+
+def test_paths_print_on_one_line_however_long(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `cd "$(kindling skills path)"` must work when the path is wider than the terminal.
+    home = tmp_path / ("a-rather-long-directory-name-" * 4) / "hermes"
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    for command, leaf in ((["memory", "path"], "memories"), (["skills", "path"], "skills")):
+        result = runner.invoke(app, command, env={"COLUMNS": "80"})
+        assert result.exit_code == 0 and result.stdout == f"{home / leaf}\n", result.stdout

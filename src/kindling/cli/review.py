@@ -170,7 +170,7 @@ def memory_path(json_output: JsonOption = False) -> None:
     if json_output:
         print_json({k: str(v) for k, v in paths.items()})
         return
-    console.print(str(store.directory), markup=False, highlight=False)
+    typer.echo(str(store.directory))  # one line, never wrapped: scripts use it
 
 
 @skills_app.command("list")
@@ -224,7 +224,7 @@ def skills_path(json_output: JsonOption = False) -> None:
     if json_output:
         print_json({"directory": str(directory)})
         return
-    console.print(str(directory), markup=False, highlight=False)
+    typer.echo(str(directory))  # one line, never wrapped: scripts use it
 
 
 def register(app: typer.Typer) -> None:
