@@ -16,8 +16,13 @@ from fake_openai import FakeOpenAI, text
 from kindling.sessions import generate_sample_db, iter_sessions
 
 
-def run_in_terminal(args: list[str], timeout: float = 60) -> tuple[int, str, str]:
-    """Run ``kindling ARGS`` with stderr on a pseudo-terminal; return (exit code, stdout, terminal text)."""
+def run_in_terminal(
+    args: list[str], timeout: float = 60, *, seen: tuple[str, threading.Event] | None = None
+) -> tuple[int, str, str]:
+    """Run ``kindling ARGS`` with stderr on a pseudo-terminal; return (exit code, stdout, terminal text).
+
+    ``seen`` = ``(text, event)`` sets the event once the terminal has shown ``text``.
+    """
     leader, follower = pty.openpty()
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
     process = subprocess.Popen(
@@ -35,6 +40,8 @@ def run_in_terminal(args: list[str], timeout: float = 60) -> tuple[int, str, str
             if not data:
                 return
             chunks.append(data)
+            if seen is not None and seen[0].encode() in b"".join(chunks):
+                seen[1].set()
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
@@ -60,7 +67,9 @@ def test_sample_library_reports_every_session() -> None:
 def test_review_says_what_it_waits_for(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     db = generate_sample_db(tmp_path / "state.db", sessions=4, seed=3)
     session_id = next(iter_sessions(db)).id
-    fake_openai.script = [{"fault": "delay", "seconds": 1.5}, text("Nothing worth keeping.")]
+    # The model answers only once the terminal has said what it waits for.
+    shown = threading.Event()
+    fake_openai.script = [{"fault": "wait", "until": shown}, text("Nothing worth keeping.")]
     code, stdout, terminal = run_in_terminal(
         [
             "review",
@@ -71,10 +80,12 @@ def test_review_says_what_it_waits_for(fake_openai: FakeOpenAI, tmp_path: Path) 
             fake_openai.base_url,
             "--model",
             "slow-model",
-        ]
+        ],
+        seen=("waiting for slow-model", shown),
     )
     assert code == 0, terminal + stdout
-    assert f"Reviewing session {session_id}" in terminal and "waiting for slow-model" in terminal
+    assert shown.is_set() and f"Reviewing session {session_id}" in terminal
+    assert "waiting for slow-model" in terminal
 
 
 def test_stats_and_build_progress_know_the_total_of_a_hermes_database(tmp_path: Path) -> None:
