@@ -57,7 +57,7 @@ def test_every_public_name_resolves_to_the_real_object() -> None:
 def test_import_kindling_loads_no_heavy_dependency() -> None:
     code = (
         "import sys, kindling, kindling.cli.main; "
-        "print(sorted(m for m in ('fastapi', 'openai', 'bm25s', 'matplotlib', 'apprise') if m in sys.modules))"
+        "print(sorted(m for m in ('fastapi', 'openai', 'bm25s', 'matplotlib', 'apprise', 'mcp', 'mcp_types') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

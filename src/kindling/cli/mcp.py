@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from kindling.integrations.mcp import DEFAULT_PORT, TOKEN_ENV
+from kindling.config import MCP_DEFAULT_PORT as DEFAULT_PORT
+from kindling.config import MCP_TOKEN_ENV as TOKEN_ENV
 
 
 def register(app: typer.Typer) -> None:

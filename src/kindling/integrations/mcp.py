@@ -41,6 +41,7 @@ import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kindling import __version__
+from kindling.config import MCP_DEFAULT_PORT, MCP_TOKEN_ENV
 from kindling.errors import ConfigError, KindlingError, ToolCallError
 
 __all__ = [
@@ -61,8 +62,8 @@ SERVER_NAME = "kindling"
 TEMPLATE_URI = "kindling://templates/{name}"
 MEMORY_URI = "kindling://memory/{target}"
 MEMORY_TARGETS = ("memory", "user")
-TOKEN_ENV = "KINDLING_MCP_TOKEN"
-DEFAULT_PORT = 8765
+TOKEN_ENV = MCP_TOKEN_ENV
+DEFAULT_PORT = MCP_DEFAULT_PORT
 PROGRESS_INTERVAL = 5.0
 PREVIEW_LINES = 12
 
