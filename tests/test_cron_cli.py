@@ -46,6 +46,16 @@ def _add(fake: FakeOpenAI, name: str = "report", *extra: str) -> dict[str, Any]:
     return json.loads(out)
 
 
+def _add_then_shrink_the_window(fake: FakeOpenAI) -> None:
+    """Add job 'small' while its endpoint reports a large window, then shrink the window under it."""
+    fake.models = [{"id": "tiny", "context_length": 128_000}]
+    code, out = _invoke(
+        "add", "every 1d", "--name", "small", "--prompt", "x", "--model", "tiny", "--base-url", fake.base_url
+    )
+    assert code == 0, out
+    fake.models = [{"id": "tiny", "context_length": 2048}]
+
+
 def _make_due(ref: str, store: JsonJobStore | SqlJobStore | None = None) -> None:
     store = store or JsonJobStore()
     store.update(ref, {"next_run_at": datetime.now(timezone.utc) - timedelta(minutes=1)})
@@ -96,22 +106,7 @@ def test_run_now_prints_the_result_and_fails_on_blocked(fake_openai: FakeOpenAI)
     code, out = _invoke("run", "report")
     assert code == 0, out
     assert "report" in out and "ok" in out
-    # Added while its endpoint reported a large window; the endpoint has since changed.
-    fake_openai.models = [{"id": "tiny", "context_length": 128_000}]
-    code, out = _invoke(
-        "add",
-        "every 1d",
-        "--name",
-        "small",
-        "--prompt",
-        "x",
-        "--model",
-        "tiny",
-        "--base-url",
-        fake_openai.base_url,
-    )
-    assert code == 0, out
-    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    _add_then_shrink_the_window(fake_openai)
     code, out = _invoke("run", "small", "--json")
     assert code == 1
     assert json.loads(out)["status"] == "blocked"
@@ -345,21 +340,7 @@ def test_edit_changes_only_what_is_given_and_checks_again(fake_openai: FakeOpenA
 
 
 def test_edit_fixes_a_job_the_context_guard_blocks(fake_openai: FakeOpenAI) -> None:
-    fake_openai.models = [{"id": "tiny", "context_length": 128_000}]
-    code, out = _invoke(
-        "add",
-        "every 1d",
-        "--name",
-        "small",
-        "--prompt",
-        "x",
-        "--model",
-        "tiny",
-        "--base-url",
-        fake_openai.base_url,
-    )
-    assert code == 0, out
-    fake_openai.models = [{"id": "tiny", "context_length": 2048}]
+    _add_then_shrink_the_window(fake_openai)
     code, out = _invoke("edit", "small", "--prompt", "y")
     assert code != 0 and "context length" in out
     assert JsonJobStore().get("small").prompt == "x"
