@@ -29,6 +29,8 @@ def test_version_flag(flag: str) -> None:
         (["nosuch"], "No such command 'nosuch'"),
         (["cron", "add", "every 1h", "--name", "x", "--repeat", "0"], "--repeat"),
         (["warm", "--budget", "many"], "--budget"),
+        (["stats", "--plot"], "'kindling stats --help'"),  # a parser error without a context
+        (["cron", "list", "--db"], "'kindling cron list --help'"),
     ],
 )
 def test_usage_errors_are_one_error_line(args: list[str], fragment: str) -> None:

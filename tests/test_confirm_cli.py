@@ -164,6 +164,8 @@ def test_read_only_commands_create_no_database(isolated_homes: Path) -> None:
     code, out, _ = invoke("status", "--json")
     assert json.loads(out)["requests"]["pending"] == 0
     assert invoke("token", "list", "--json")[1].strip() == "[]"
+    code, out, _ = invoke("audit", "verify")
+    assert "No confirm database yet" in out and "intact" not in out  # nothing checked is not "intact"
     code, _, err = invoke("audit", "verify", "--expect-head", "3:" + "a" * 64)
     assert code == 1 and "no database" in err
     assert not (home / "confirm.db").exists()

@@ -278,6 +278,9 @@ def audit_verify(
         report = AuditReport(True, 0, head="0:" + "0" * 64)
     if json_output:
         print_json(report.__dict__)
+    elif report.ok and store is None:
+        # Nothing to check is not the same as a checked chain: say which it is.
+        typer.echo(f"No confirm database yet, so no audit events to verify.\nHead: {report.head}")
     elif report.ok:
         typer.echo(
             f"Audit log intact: {report.rows} events, {report.requests} requests agree with them.\n"

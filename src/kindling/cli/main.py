@@ -16,12 +16,24 @@ from kindling.config import raise_errors
 from kindling.errors import KindlingError
 
 
-def _usage_error_line(exc: Any) -> str:
-    """One line for a command-line mistake: the message and where to read the right usage."""
+def _usage_error_line(exc: Any, command: Any, args: Sequence[str]) -> str:
+    """One line for a command-line mistake: the message and where to read the right usage.
+
+    Some parser errors carry no context; then the command path comes from the words typed.
+    """
     message = " ".join(str(exc.format_message()).split())
     context = getattr(exc, "ctx", None)
-    hint = f" (see '{context.command_path} --help')" if context is not None else ""
-    return f"Error: {message}{hint}"
+    if context is not None:
+        path = context.command_path
+    else:
+        words = ["kindling"]
+        for word in args:
+            command = getattr(command, "commands", {}).get(word)
+            if command is None:
+                break
+            words.append(word)
+        path = " ".join(words)
+    return f"Error: {message} (see '{path} --help')"
 
 
 class KindlingGroup(TyperGroup):
@@ -54,7 +66,10 @@ class KindlingGroup(TyperGroup):
                 if exc.message:
                     typer.echo(exc.message)
                 sys.exit(0)
-            err_console.print(_usage_error_line(exc), markup=False, highlight=False, soft_wrap=True)
+            typed = list(args) if args is not None else sys.argv[1:]
+            err_console.print(
+                _usage_error_line(exc, self, typed), markup=False, highlight=False, soft_wrap=True
+            )
             sys.exit(getattr(exc, "exit_code", 2))
         except typer.Abort:
             err_console.print("Aborted.", markup=False, highlight=False)
