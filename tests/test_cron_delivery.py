@@ -40,3 +40,14 @@ def test_a_rejected_delivery_url_is_named_without_its_secret() -> None:
         check_delivery_url("nosuchservice://secret-token/abc")
     assert "secret-token" not in str(info.value)
     assert "nosuchservice://" in str(info.value)
+
+
+def test_jobs_and_delivery_do_not_import_each_other() -> None:
+    import ast
+    from pathlib import Path
+
+    import kindling.cron.jobs as jobs_module
+
+    tree = ast.parse(Path(jobs_module.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "kindling.cron.delivery" not in imported  # delivery imports jobs: the leaf serves both

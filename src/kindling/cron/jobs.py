@@ -719,7 +719,7 @@ def make_job(
     if kind == "build-template":
         validate_name(str(args.get("template") or ""), "template name")
     if fields.get("deliver"):
-        from kindling.cron.delivery import check_delivery_url
+        from kindling.cron.apprise_urls import check_delivery_url
 
         check_delivery_url(str(fields["deliver"]))
     if repeat is not None and repeat > 1 and not parsed.recurring:
