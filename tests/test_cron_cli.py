@@ -241,7 +241,7 @@ def test_add_refuses_a_model_under_the_context_minimum(fake_openai: FakeOpenAI) 
     assert "8,192-token context window" in out and "64,000" in out
     # Reported by the endpoint.
     fake_openai.models = [{"id": "tiny", "context_length": 2048}]
-    code, out = _invoke(
+    small = [
         "add",
         "every 1d",
         "--name",
@@ -252,24 +252,12 @@ def test_add_refuses_a_model_under_the_context_minimum(fake_openai: FakeOpenAI) 
         "tiny",
         "--base-url",
         fake_openai.base_url,
-    )
+    ]
+    code, out = _invoke(*small)
     assert code != 0 and "2,048-token" in out
     assert not default_jobs_path().exists(), "a refused job must not be stored"
     # The override the message suggests works.
-    code, out = _invoke(
-        "add",
-        "every 1d",
-        "--name",
-        "small",
-        "--prompt",
-        "x",
-        "--model",
-        "tiny",
-        "--base-url",
-        fake_openai.base_url,
-        "--context-length",
-        "100000",
-    )
+    code, out = _invoke(*small, "--context-length", "100000")
     assert code == 0, out
 
 
