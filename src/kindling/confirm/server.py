@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -19,6 +18,7 @@ from kindling.confirm.app import create_app
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfirmError
+from kindling.serving import server_config, start_in_thread
 
 _LEVELS = {
     "critical": logging.CRITICAL,
@@ -51,10 +51,7 @@ def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
     """
     log_to_stderr(log_level)
     app = create_app(settings)
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level=log_level, access_log=False
-    )
-    _Server(config, app).run()
+    _Server(server_config(app, settings.host, settings.port, log_level), app).run()
 
 
 class _Server(uvicorn.Server):
@@ -79,16 +76,8 @@ class ServerThread:
     ) -> None:
         self.settings = settings
         self.app = create_app(settings, store)
-        config = uvicorn.Config(
-            self.app,
-            host=settings.host,
-            port=settings.port,
-            log_level=log_level,
-            access_log=False,
-            lifespan="on",
-        )
-        self.server = _Server(config, self.app)
-        self._thread = threading.Thread(target=self.server.run, name="kindling-confirm", daemon=True)
+        self.server = _Server(server_config(self.app, settings.host, settings.port, log_level), self.app)
+        self._thread: threading.Thread | None = None
         self.port = settings.port
 
     @property
@@ -98,15 +87,11 @@ class ServerThread:
 
     def start(self, timeout: float = 15.0) -> ServerThread:
         """Start serving and wait until the socket accepts. Raises ConfirmError when it does not."""
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ConfirmError(f"The confirm daemon did not start on {self.settings.host}.")
-            time.sleep(0.02)
-        sockets = [s for server in self.server.servers for s in server.sockets]
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        failure = ConfirmError(f"The confirm daemon did not start on {self.settings.host}.")
+        self._thread, port = start_in_thread(
+            self.server, name="kindling-confirm", timeout=timeout, failure=failure
+        )
+        self.port = port or self.port
         # Links in responses must point at the port really chosen.
         if not self.settings.public_url:
             self.app.state.settings = self.settings.with_(port=self.port)
@@ -119,7 +104,8 @@ class ServerThread:
         """Ask the server to finish and wait for its thread."""
         self.app.state.decision_signal.close()
         self.server.should_exit = True
-        self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def __enter__(self) -> ServerThread:
         return self.start()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import time
 from types import TracebackType
 
 import uvicorn
@@ -18,6 +17,7 @@ from kindling.errors import ConfigError
 from kindling.proxy.app import create_app
 from kindling.proxy.recorder import ProxyStore
 from kindling.proxy.settings import ProxySettings
+from kindling.serving import server_config, start_in_thread
 
 __all__ = ["ProxyServer", "serve"]
 
@@ -59,16 +59,8 @@ class ProxyServer:
     ) -> None:
         self.settings = settings
         self.app = create_app(settings, store=store)
-        config = uvicorn.Config(
-            self.app,
-            host=settings.host,
-            port=settings.port,
-            log_level=log_level,
-            access_log=False,
-            lifespan="on",
-        )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, name="kindling-proxy", daemon=True)
+        self.server = uvicorn.Server(server_config(self.app, settings.host, settings.port, log_level))
+        self._thread: threading.Thread | None = None
         self.port = settings.port
 
     @property
@@ -78,21 +70,18 @@ class ProxyServer:
 
     def start(self, timeout: float = 15.0) -> ProxyServer:
         """Start serving and wait until the socket accepts. Raises ConfigError when it does not."""
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ConfigError(f"The proxy did not start on {self.settings.host}:{self.settings.port}.")
-            time.sleep(0.01)
-        sockets = [s for server in self.server.servers for s in server.sockets]
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        failure = ConfigError(f"The proxy did not start on {self.settings.host}:{self.settings.port}.")
+        self._thread, port = start_in_thread(
+            self.server, name="kindling-proxy", timeout=timeout, failure=failure
+        )
+        self.port = port or self.port
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the server to finish (it writes what is queued) and wait for its thread."""
         self.server.should_exit = True
-        self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def __enter__(self) -> ProxyServer:
         return self.start()
