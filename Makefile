@@ -24,10 +24,17 @@ $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
 ##      count the sessions, report failure rates, build a template, show the warm start for a task
 TASK ?= Fix the failing test in the parser module
 run: $(VENV)/.run-installed
-	@set -e; SRC="$(HERMES_DB)"; \
+	@set -e; SRC="$(HERMES_DB)"; WHY=""; \
 	if [ ! -f "$$SRC" ]; then \
+	  WHY="No $$SRC"; \
+	elif ! FOUND=$$($(BIN)/kindling sessions "$$SRC" --json 2>&1); then \
+	  WHY="$$SRC cannot be read ($$(echo "$$FOUND" | tail -n 1))"; \
+	elif ! echo "$$FOUND" | grep -q '"sessions": [1-9]'; then \
+	  WHY="$$SRC holds no sessions yet"; \
+	fi; \
+	if [ -n "$$WHY" ]; then \
 	  SRC="$(SAMPLE_DB)"; export KINDLING_HOME="$(CURDIR)/build/sample/kindling"; \
-	  echo "No $(HERMES_DB): using the bundled sample data ($$SRC); state goes to $$KINDLING_HOME."; \
+	  echo "$$WHY: using the bundled sample data ($$SRC); state goes to $$KINDLING_HOME."; \
 	  $(BIN)/kindling sample "$$SRC" --quiet >/dev/null; \
 	else \
 	  echo "Reading your Hermes sessions in $$SRC (read-only)."; \
