@@ -417,3 +417,22 @@ def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
     )
     assert outcome.kind == "rate_limited"
     store.close()
+
+
+# -- the C HTTP parser and the libuv loop (issue 14) -----------------------------------------------
+def test_daemons_run_on_httptools_and_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from kindling import serving
+
+    config = serving.server_config(object(), "127.0.0.1", 0, "warning")
+    assert (config.http, config.loop) == ("httptools", "uvloop")
+    # Without them (uvloop has no Windows build) uvicorn's pure-Python parser and asyncio serve.
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("httptools", "uvloop") else real(name, *a),
+    )
+    config = serving.server_config(object(), "127.0.0.1", 0, "warning")
+    assert (config.http, config.loop) == ("h11", "asyncio")

@@ -6,6 +6,7 @@ settings, and neither imports the other.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from typing import Any
@@ -13,9 +14,29 @@ from typing import Any
 import uvicorn
 
 
+def fast_paths() -> tuple[str, str]:
+    """Return the HTTP parser and event loop the daemons run on: ``("httptools", "uvloop")`` when
+    both are installed (kindling depends on them), else uvicorn's pure-Python ``h11`` and/or
+    ``asyncio`` (uvloop has no Windows build)."""
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return http, loop
+
+
 def server_config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
-    """The uvicorn settings both daemons run with: no access log, lifespan hooks on."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
+    """The uvicorn settings both daemons run with: no access log, lifespan hooks on, the C parser
+    and libuv loop where installed (see ``fast_paths``)."""
+    http, loop = fast_paths()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        http=http,
+        loop=loop,
+    )
 
 
 def start_in_thread(
