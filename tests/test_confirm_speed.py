@@ -396,7 +396,7 @@ def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
 
     db = str(tmp_path / "confirm.db")
     engine = create_engine(db)
-    older = [m for m in tables.MIGRATIONS if m is not tables.m005_fast_paths]
+    older = tables.MIGRATIONS[: tables.MIGRATIONS.index(tables.m005_fast_paths)]
     apply_migrations(engine, "confirm", older)
     with engine.begin() as conn:
         conn.exec_driver_sql(
@@ -416,6 +416,79 @@ def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
         action="restart_worker", description="d", identity=Identity("tok_a", "bot", "agent")
     )
     assert outcome.kind == "rate_limited"
+    store.close()
+
+
+def test_rate_limits_look_back_limit_places_in_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A limit is one look-up of the request ``limit`` places back (issue 14): it must count exactly
+    # what the window holds, let requests age out, and keep the two limits apart.
+    from kindling.confirm import store as store_module
+    from kindling.confirm.policy import Identity
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db, rate_limit=3, token_rate_limit=5, rate_window=100))
+    bot = Identity("tok_a", "bot", "agent")
+
+    def submit(action: str) -> tuple[str, int, str]:
+        outcome = store.submit(action=action, description="d", identity=bot)
+        return outcome.kind, outcome.retry_after, outcome.limit
+
+    for _ in range(3):
+        assert submit("deploy")[0] == "pending"
+        clock[0] += 10
+    # Three in the window for the action: the first, made 30 s ago, ages out in 70 s.
+    assert submit("Deploy") == ("rate_limited", 70, "action")
+    assert submit("migrate")[0] == "pending"
+    assert submit("migrate")[0] == "pending"
+    # Five for the token in all: the token's limit now, whatever the action.
+    assert submit("restart") == ("rate_limited", 70, "token")
+    clock[0] += 71  # the first deploy has left the window: one more of each fits
+    assert submit("deploy")[0] == "pending"
+    assert submit("deploy") == ("rate_limited", 9, "action")  # the second ages out at 110
+    store.close()
+
+
+def test_a_database_from_before_numbers_its_requests(tmp_path: Path) -> None:
+    from kindling.confirm import tables
+    from kindling.confirm.policy import Identity
+    from kindling.db import apply_migrations, create_engine
+
+    db = str(tmp_path / "confirm.db")
+    engine = create_engine(db)
+    apply_migrations(
+        engine, "confirm", tables.MIGRATIONS[: tables.MIGRATIONS.index(tables.m008_rate_sequences)]
+    )
+    now = time.time()
+    with engine.begin() as conn:
+        for n, (token, action) in enumerate(
+            [("tok_a", "deploy"), ("tok_b", "deploy"), ("tok_a", "migrate"), ("tok_a", "deploy")]
+        ):
+            conn.exec_driver_sql(
+                "INSERT INTO confirm_requests (id, action, description, details, digest, requester, "
+                "requester_token, status, timeout_seconds, created_at, expires_at, action_key) VALUES "
+                f"('cr_{n}', '{action}', 'd', '{{}}', 'x', 'bot', '{token}', 'pending', 300, {now - 50 + n}, "
+                f"{now + 300}, '{action}')"
+            )
+    engine.dispose()
+    store = ConfirmationStore(db, ConfirmSettings(db=db, rate_limit=2, token_rate_limit=100))
+    with store.engine.connect() as conn:
+        numbers = conn.exec_driver_sql(
+            "SELECT id, token_seq, key_seq FROM confirm_requests ORDER BY id"
+        ).all()
+    assert [tuple(r) for r in numbers] == [("cr_0", 1, 1), ("cr_1", 1, 1), ("cr_2", 2, 1), ("cr_3", 3, 2)]
+    # The old requests count against their agent's budgets.
+    outcome = store.submit(action="deploy", description="d", identity=Identity("tok_a", "bot", "agent"))
+    assert outcome.kind == "rate_limited" and outcome.limit == "action"
+    outcome = store.submit(action="deploy", description="d", identity=Identity("tok_b", "bot2", "agent"))
+    assert outcome.kind == "pending"
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql(
+            "SELECT token_seq, key_seq FROM confirm_requests WHERE id = :id", {"id": outcome.request.id}
+        ).one() == (2, 2)
     store.close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _SEPARATORS_RE = re.compile(r"[\s._\-]+")
 
@@ -117,6 +118,9 @@ LOOKALIKES: dict[str, str] = {
 }
 
 
+# Agents submit the same few actions over and over: each is folded once (actions are at most 200
+# characters, so the cache stays small).
+@lru_cache(maxsize=4096)
 def fold_action(action: str) -> str:
     """Return ``action`` folded for comparison: NFKC, case-folded, separator runs as one '_'.
 

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any, Literal
 
 from kindling.confirm.folding import fold_action
@@ -184,7 +185,13 @@ def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:
     Compared folded, so ``Deploy-Production``, ``ＤＥＰＬＯＹ_PRODUCTION`` or ``dеploy_production``
     (Cyrillic ``е``) cannot slip past a catch-all rule by spelling.
     """
-    return fold_action(action) in {fold_action(h) for h in high_risk}
+    return fold_action(action) in _folded(frozenset(high_risk))
+
+
+@lru_cache(maxsize=64)
+def _folded(actions: frozenset[str]) -> frozenset[str]:
+    # The high-risk set comes from the settings: folded once, not on every submit.
+    return frozenset(fold_action(a) for a in actions)
 
 
 def rule_matches(rule_action: str, rule_session: str | None, action: str, session_key: str | None) -> bool:

@@ -65,6 +65,7 @@ class _Batch:
     seq: int  # the audit chain's head
     hash: str
     whitelist_gen: str | None  # None once a block in this transaction changed the rules
+    cursor: Any  # the transaction's DBAPI cursor: the hot paths' statements skip SQLAlchemy (see _run)
     rules: list[WhitelistRule] | None = None
 
 
@@ -91,6 +92,7 @@ class ConfirmationStore:
                 f"Cannot open database {target}: {exc.strerror or exc}.", path=self.target
             ) from None
         self._sqlite = self.engine.dialect.name == "sqlite"
+        self._driver_error: type[Exception] = self.engine.dialect.dbapi.Error  # type: ignore[union-attr]
         if self._sqlite:
             _restrict_sqlite_file(self.engine.url.database)
             # A 202 or a decision must survive a power cut, not only a crash: WAL's NORMAL default
@@ -130,10 +132,28 @@ class ConfirmationStore:
             "SELECT seq, hash, (SELECT value FROM confirm_meta WHERE key = 'whitelist_gen') AS gen "
             "FROM confirm_audit ORDER BY seq DESC LIMIT 1"
         ).first()
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         if head is None:
             gen = conn.exec_driver_sql("SELECT value FROM confirm_meta WHERE key = 'whitelist_gen'").scalar()
-            return _Batch(0, GENESIS_HASH, gen)
-        return _Batch(int(head.seq), str(head.hash), head.gen)
+            return _Batch(0, GENESIS_HASH, gen, cursor)
+        return _Batch(int(head.seq), str(head.hash), head.gen, cursor)
+
+    def _run(self, sql: str, params: dict[str, Any]) -> Any:
+        """Run one statement in the open write transaction on its DBAPI cursor; return the cursor.
+
+        Submit, decide and the audit row run a handful of statements per request, for which
+        SQLAlchemy's per-statement work cost more than the database's. A driver error is raised
+        as SQLAlchemy would raise it, so ``translate_errors`` and the HTTP handlers (a DataError is
+        the client's fault) see what they always saw.
+        """
+        cursor = self._group.state.cursor
+        try:
+            cursor.execute(self._sql(sql), params)
+        except self._driver_error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, params, exc, self._driver_error, dialect=self.engine.dialect
+            ) from exc
+        return cursor
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
@@ -163,11 +183,9 @@ class ConfirmationStore:
         when = time.time() if at is None else at
         payload = policy.canonical_json(data or {})
         digest = policy.audit_hash(prev, seq, when, event, request_id, actor, payload)
-        conn.exec_driver_sql(
-            self._sql(
-                "INSERT INTO confirm_audit (seq, at, event, request_id, actor, data, prev_hash, hash) "
-                "VALUES (:seq, :at, :event, :request_id, :actor, :data, :prev_hash, :hash)"
-            ),
+        self._run(
+            "INSERT INTO confirm_audit (seq, at, event, request_id, actor, data, prev_hash, hash) "
+            "VALUES (:seq, :at, :event, :request_id, :actor, :data, :prev_hash, :hash)",
             {
                 "seq": seq,
                 "at": when,
@@ -181,24 +199,35 @@ class ConfirmationStore:
         )
         batch.seq, batch.hash = seq, digest
 
-    def _rate_limited(
-        self, conn: Connection, where: str, params: dict[str, Any], limit: int, window_start: float
-    ) -> int:
-        """Return the seconds until one more request fits under ``limit``, or 0 when it fits now.
+    def _rate_state(self, token_id: str, action_key: str) -> tuple[int, int, float | None, float | None]:
+        """Return what the two rate limits need, in one statement of four index look-ups.
 
-        Reads at most ``limit`` index entries: the ``limit``-th newest request in the window, if
-        there is one, is the one that must age out first.
+        ``(token_seq, key_seq, token_nth, key_nth)``: how many requests the token has made in all
+        and for this folded action (the numbers the newest ones carry), and when the request
+        ``token_rate_limit`` (``rate_limit``) places back was made: if that is inside the window,
+        the limit is reached, and it is the one that must age out first. Each is one index seek,
+        however many requests the window holds (counting them cost a scan of the window on every
+        submit, growing with the limit). Requests are numbered under the write lock, in commit
+        order, so the numbers are the order of ``created_at`` as every daemon's clock wrote it.
         """
-        row = conn.exec_driver_sql(
-            self._sql(
-                f"SELECT created_at FROM confirm_requests WHERE {where} AND created_at > :since "
-                "ORDER BY created_at DESC LIMIT 1 OFFSET :skip"
-            ),
-            {**params, "since": window_start, "skip": limit - 1},
-        ).first()
-        if row is None:
-            return 0
-        return max(1, int(row.created_at - window_start + 0.999))
+        s = self.settings
+        row = self._run(
+            "SELECT m.t, m.k, "
+            "(SELECT created_at FROM confirm_requests WHERE requester_token = :token "
+            "AND token_seq = m.t - :token_limit + 1), "
+            "(SELECT created_at FROM confirm_requests WHERE requester_token = :token AND action_key = :key "
+            "AND key_seq = m.k - :key_limit + 1) "
+            "FROM (SELECT (SELECT max(token_seq) FROM confirm_requests WHERE requester_token = :token) AS t, "
+            "(SELECT max(key_seq) FROM confirm_requests WHERE requester_token = :token AND action_key = :key) "
+            "AS k) m",
+            {
+                "token": token_id,
+                "key": action_key,
+                "token_limit": max(1, s.token_rate_limit),
+                "key_limit": max(1, s.rate_limit),
+            },
+        ).fetchone()
+        return int(row[0] or 0), int(row[1] or 0), row[2], row[3]
 
     @staticmethod
     def _row_to_request(row: Any) -> Confirmation:
@@ -284,24 +313,13 @@ class ConfirmationStore:
             # Per agent token and folded action, so one agent cannot use up another's budget and a
             # new spelling of an action gets no new budget; and per token across all actions.
             action_key = fold_action(action)
-            limited = self._rate_limited(
-                conn,
-                "requester_token = :token AND action_key = :key",
-                {"token": identity.token_id, "key": action_key},
-                s.rate_limit,
-                window_start,
-            )
-            if limited:
-                return SubmitOutcome("rate_limited", None, retry_after=limited, limit="action")
-            limited = self._rate_limited(
-                conn,
-                "requester_token = :token",
-                {"token": identity.token_id},
-                s.token_rate_limit,
-                window_start,
-            )
-            if limited:
-                return SubmitOutcome("rate_limited", None, retry_after=limited, limit="token")
+            token_seq, key_seq, token_nth, key_nth = self._rate_state(identity.token_id, action_key)
+            if key_nth is not None and key_nth > window_start:
+                retry = max(1, int(key_nth - window_start + 0.999))
+                return SubmitOutcome("rate_limited", None, retry_after=retry, limit="action")
+            if token_nth is not None and token_nth > window_start:
+                retry = max(1, int(token_nth - window_start + 0.999))
+                return SubmitOutcome("rate_limited", None, retry_after=retry, limit="token")
             rule = (
                 None
                 if policy.is_high_risk(action, s.high_risk)
@@ -328,8 +346,10 @@ class ConfirmationStore:
                 "reason": f"whitelist rule {rule.id} ({rule.action})" if rule else None,
                 "idempotency_key": idempotency_key or None,
                 "action_key": action_key,
+                "token_seq": token_seq + 1,
+                "key_seq": key_seq + 1,
             }
-            conn.exec_driver_sql(self._sql(_INSERT_REQUEST), values)
+            self._run(_INSERT_REQUEST, values)
             audit_data = {
                 "action": action,
                 "digest": digest,
@@ -419,13 +439,14 @@ class ConfirmationStore:
         if decision not in ("approved", "denied"):
             raise ConfirmError(f"Unknown decision {decision!r}.", status_code=400)
         with self._write() as conn:
-            row = conn.exec_driver_sql(
-                self._sql("SELECT * FROM confirm_requests WHERE id = :id"), {"id": request_id}
-            ).first()
-            if row is None:
+            found = self._run(
+                f"SELECT {_REQUEST_COLUMNS} FROM confirm_requests WHERE id = :id", {"id": request_id}
+            ).fetchone()
+            if found is None:
                 raise NotFoundError(
                     f"No confirmation request {request_id!r}.", kind="request", name=request_id
                 )
+            row = _request_from_columns(found)
             if row.requester_token == identity.token_id:
                 raise ConfirmError("The requester of a request can never decide it.", status_code=403)
             if identity.token_id in self._minters(conn, row.requester_token):
@@ -441,11 +462,9 @@ class ConfirmationStore:
                 )
             now = time.time()
             # Conditional: exactly one decision ever wins, whatever else runs on any daemon.
-            result = conn.exec_driver_sql(
-                self._sql(
-                    "UPDATE confirm_requests SET status = :status, decided_at = :now, decided_by = :by, "
-                    "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now"
-                ),
+            result = self._run(
+                "UPDATE confirm_requests SET status = :status, decided_at = :now, decided_by = :by, "
+                "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now",
                 {"status": decision, "now": now, "by": identity.name, "reason": reason, "id": request_id},
             )
             if result.rowcount == 1:
@@ -456,7 +475,7 @@ class ConfirmationStore:
                     data["claimed_name"] = claimed_name
                 self._audit(conn, decision, request_id, identity.name, data, at=now)
                 return dataclasses.replace(
-                    self._row_to_request(row),
+                    row,
                     status=decision,
                     decided_at=now,
                     decided_by=identity.name,
@@ -924,10 +943,21 @@ class ConfirmationStore:
 _INSERT_REQUEST = (
     "INSERT INTO confirm_requests (id, action, description, details, digest, requester, requester_label, "
     "requester_token, session_key, status, timeout_seconds, created_at, expires_at, decided_at, decided_by, "
-    "reason, idempotency_key, action_key) VALUES (:id, :action, :description, :details, :digest, :requester, "
-    ":requester_label, :requester_token, :session_key, :status, :timeout_seconds, :created_at, :expires_at, "
-    ":decided_at, :decided_by, :reason, :idempotency_key, :action_key)"
+    "reason, idempotency_key, action_key, token_seq, key_seq) VALUES (:id, :action, :description, :details, "
+    ":digest, :requester, :requester_label, :requester_token, :session_key, :status, :timeout_seconds, "
+    ":created_at, :expires_at, :decided_at, :decided_by, :reason, :idempotency_key, :action_key, :token_seq, "
+    ":key_seq)"
 )
+
+# The columns of a Confirmation, in its fields' order (details as stored: JSON text).
+_REQUEST_COLUMNS = (
+    "id, action, description, details, digest, requester, session_key, status, timeout_seconds, created_at, "
+    "expires_at, decided_at, decided_by, reason, requester_label, requester_token"
+)
+
+
+def _request_from_columns(row: Sequence[Any]) -> Confirmation:
+    return Confirmation(*row[:3], _load_details(row[3]), *row[4:])  # type: ignore[call-arg]
 
 
 class _Values:

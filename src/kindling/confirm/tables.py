@@ -32,6 +32,10 @@ requests = sa.Table(
     sa.Column("requester_label", sa.String(200)),
     # The folded action name (``folding.fold_action``): the rate limit's key, per agent token.
     sa.Column("action_key", sa.String(200)),
+    # The request's number among its token's requests, and among its token's for its action_key
+    # (1, 2, ...): a rate limit looks up the request ``limit`` places back instead of counting.
+    sa.Column("token_seq", sa.Integer),
+    sa.Column("key_seq", sa.Integer),
     sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
@@ -43,6 +47,14 @@ sa.Index(
     requests.c.created_at,
 )
 sa.Index("ix_confirm_requests_token_created", requests.c.requester_token, requests.c.created_at)
+sa.Index("ux_confirm_requests_token_seq", requests.c.requester_token, requests.c.token_seq, unique=True)
+sa.Index(
+    "ux_confirm_requests_key_seq",
+    requests.c.requester_token,
+    requests.c.action_key,
+    requests.c.key_seq,
+    unique=True,
+)
 
 tokens = sa.Table(
     "confirm_tokens",
@@ -219,6 +231,36 @@ def m007_token_minter(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE confirm_tokens ADD COLUMN created_by VARCHAR(40)")
 
 
+def m008_rate_sequences(conn: Connection) -> None:
+    """Number each token's requests (in all and per folded action), so a rate limit is one index
+    look-up rather than a count of the window; existing requests are numbered in creation order."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns("confirm_requests")}
+    for column in ("token_seq", "key_seq"):
+        if column not in present:
+            conn.exec_driver_sql(f"ALTER TABLE confirm_requests ADD COLUMN {column} INTEGER")
+    counts: dict[tuple[str, str | None], int] = {}
+    numbered = []
+    rows = conn.execute(
+        sa.select(requests.c.id, requests.c.requester_token, requests.c.action_key)
+        .where(requests.c.token_seq.is_(None))
+        .order_by(requests.c.created_at, requests.c.id)
+    ).all()
+    for row in rows:
+        token = counts[(row.requester_token, None)] = counts.get((row.requester_token, None), 0) + 1
+        key = (row.requester_token, row.action_key or "")
+        counts[key] = counts.get(key, 0) + 1
+        numbered.append({"rid": row.id, "t": token, "k": counts[key]})
+    if numbered:
+        conn.execute(
+            requests.update()
+            .where(requests.c.id == sa.bindparam("rid"))
+            .values(token_seq=sa.bindparam("t"), key_seq=sa.bindparam("k")),
+            numbered,
+        )
+    for index in ("ux_confirm_requests_token_seq", "ux_confirm_requests_key_seq"):
+        next(i for i in requests.indexes if i.name == index).create(conn, checkfirst=True)
+
+
 MIGRATIONS = (
     m001_initial,
     m002_append_only_audit,
@@ -227,4 +269,5 @@ MIGRATIONS = (
     m005_fast_paths,
     m006_web_sessions,
     m007_token_minter,
+    m008_rate_sequences,
 )
