@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 
@@ -32,10 +32,15 @@ class Confirmation:
     requester_token: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the public JSON shape of this request (the requester's token id is left out)."""
-        data = asdict(self)
-        data.pop("requester_token")
-        return data
+        """Return the public JSON shape of this request (the requester's token id is left out).
+
+        Shallow: ``details`` is this record's own value, not a copy (``asdict`` deep-copied it on
+        every response); do not change it.
+        """
+        return {name: getattr(self, name) for name in _PUBLIC_FIELDS}
+
+
+_PUBLIC_FIELDS = tuple(f.name for f in fields(Confirmation) if f.name != "requester_token")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from kindling.confirm.bodies import (
     openapi_body,
     read_body,
 )
-from kindling.confirm.deps import SettingsDep, StoreDep, require
+from kindling.confirm.deps import BEARER_SECURITY, SettingsDep, StoreDep, authorize, require
 from kindling.confirm.policy import Identity
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.spoofing import text_warnings
@@ -27,9 +27,11 @@ from kindling.errors import ConfirmError, NotFoundError
 
 router = APIRouter(tags=["confirmations"])
 
-Submitter = Annotated[Identity, Depends(require("submit"))]
+# The routes every agent and approver calls on each request (submit, read one, approve, deny) take
+# the bare Request and call ``authorize``, the store and the settings themselves: FastAPI's
+# resolution of a dependency chain cost more per request than all they do. The others use
+# dependencies.
 Reader = Annotated[Identity, Depends(require("read", "read_own"))]
-Decider = Annotated[Identity, Depends(require("decide"))]
 AuditReader = Annotated[Identity, Depends(require("read"))]
 
 
@@ -68,16 +70,17 @@ def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONRespons
     "/confirm",
     status_code=202,
     summary="Ask a human to confirm an action",
-    openapi_extra=openapi_body(SubmitBody),
+    openapi_extra={**openapi_body(SubmitBody), **BEARER_SECURITY},
     responses={
         200: {"description": "Auto-approved by a whitelist rule"},
         **error_responses(400, 401, 403, 413, 422, 429),
     },
 )
-async def submit(
-    request: Request, identity: Submitter, store: StoreDep, settings: SettingsDep
-) -> JSONResponse:
+async def submit(request: Request) -> JSONResponse:
     """Submit a request: 202 pending, 200 auto-approved, 429 past the per-action rate limit."""
+    identity = await authorize(request, "submit")
+    store: ConfirmationStore = request.app.state.store
+    settings: ConfirmSettings = request.app.state.settings
     body = await read_body(request, SubmitBody, max_bytes=settings.max_body_bytes)
     key = request.headers.get("idempotency-key") or None
     if key is not None and len(key) > 200:
@@ -235,14 +238,12 @@ async def list_requests(
 @router.get(
     "/confirm/{request_id}",
     summary="Read one request; ?wait=N long-polls for a decision",
+    openapi_extra=BEARER_SECURITY,
     responses=error_responses(400, 401, 403, 404, 429),
 )
 async def get_request(
     request_id: str,
     request: Request,
-    identity: Reader,
-    store: StoreDep,
-    settings: SettingsDep,
     wait: Annotated[
         float,
         Query(ge=0, le=3600, allow_inf_nan=False, description="Seconds to wait for a decision (at most 60)."),
@@ -252,6 +253,9 @@ async def get_request(
 
     A wait past the daemon's long-poll limits (per token, in all) is refused with 429.
     """
+    identity = await authorize(request, "read", "read_own")
+    store: ConfirmationStore = request.app.state.store
+    settings: ConfirmSettings = request.app.state.settings
     record = await run_in_threadpool(store.get, request_id)
     if not _visible(record, identity):
         # Another agent's request: answer as if it did not exist, so ids leak nothing.
@@ -281,10 +285,10 @@ async def _decide(
     request: Request,
     request_id: str,
     verdict: Literal["approved", "denied"],
-    identity: Identity,
-    store: ConfirmationStore,
-    settings: ConfirmSettings,
 ) -> JSONResponse:
+    identity = await authorize(request, "decide")
+    store: ConfirmationStore = request.app.state.store
+    settings: ConfirmSettings = request.app.state.settings
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = await read_body(request, model, max_bytes=settings.max_body_bytes, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
@@ -309,27 +313,23 @@ async def _decide(
 @router.post(
     "/confirm/{request_id}/approve",
     summary="Approve a pending request",
-    openapi_extra=openapi_body(ApproveBody, required=False),
+    openapi_extra={**openapi_body(ApproveBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
-async def approve(
-    request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
-) -> JSONResponse:
+async def approve(request_id: str, request: Request) -> JSONResponse:
     """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return await _decide(request, request_id, "approved", identity, store, settings)
+    return await _decide(request, request_id, "approved")
 
 
 @router.post(
     "/confirm/{request_id}/deny",
     summary="Deny a pending request",
-    openapi_extra=openapi_body(DenyBody, required=False),
+    openapi_extra={**openapi_body(DenyBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
-async def deny(
-    request_id: str, request: Request, identity: Decider, store: StoreDep, settings: SettingsDep
-) -> JSONResponse:
+async def deny(request_id: str, request: Request) -> JSONResponse:
     """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return await _decide(request, request_id, "denied", identity, store, settings)
+    return await _decide(request, request_id, "denied")
 
 
 @router.get("/audit", summary="The newest audit events", responses=error_responses(400, 401, 403))
