@@ -280,3 +280,21 @@ def test_evidence_is_reused_for_the_same_episodes_and_rebuilt_when_they_change()
     # Equal episodes in another object (a template read again from its store) reuse the models too.
     again = Template.model_validate(template.model_dump())
     assert evidence_for(again) is grown
+
+
+def test_calls_made_side_by_side_each_show_their_own_tool() -> None:
+    # A past task called two tools in one message: both steps sit at the same position, and each
+    # must bring its own tool's example (not the first call of that message twice).
+    examples = [
+        Example(tool_name="get_order", arguments={"n": 1}, result="order", session_id="s", position=2),
+        Example(tool_name="issue_refund", arguments={"n": 2}, result="refunded", session_id="s", position=2),
+    ]
+    steps = [
+        EpisodeStep(tool_name="get_order", position=2),
+        EpisodeStep(tool_name="issue_refund", position=2),
+    ]
+    episodes = [Episode(session_id="s", opening="refund my broken kettle", steps=steps)]
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "refund my broken kettle", max_examples=8)
+    shown = [c.example.tool_name for c in plan.candidates]
+    assert sorted(shown) == ["get_order", "issue_refund"]

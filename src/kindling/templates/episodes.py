@@ -173,12 +173,15 @@ def cover_tools(
     return kept, len(examples) - len(kept)
 
 
-def link_steps(episodes: Iterable[Episode], examples: Sequence[Example]) -> dict[tuple[str, int], int]:
-    """Return (session id, position) -> index of the kept example that is that step's call."""
-    wanted = {(e.session_id, s.position) for e in episodes for s in e.steps}
-    found: dict[tuple[str, int], int] = {}
+def link_steps(episodes: Iterable[Episode], examples: Sequence[Example]) -> dict[tuple[str, int, str], int]:
+    """Return (session id, position, tool) -> index of the kept example that is that step's call.
+
+    The tool is part of the key: calls made side by side in one message share its position.
+    """
+    wanted = {(e.session_id, s.position, s.tool_name) for e in episodes for s in e.steps}
+    found: dict[tuple[str, int, str], int] = {}
     for index, example in enumerate(examples):
-        key = (example.session_id, example.position)
+        key = (example.session_id, example.position, example.tool_name)
         if key in wanted:
             found.setdefault(key, index)
     return found

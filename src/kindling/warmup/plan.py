@@ -116,7 +116,9 @@ def plan_examples(
         ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
         chosen = [t for t, p in ranked if p >= MAJORITY][:max_examples] or [t for t, _ in ranked[:1]]
     episodes = template.episodes
-    linked = {(examples[i].session_id, examples[i].position): i for i in usable}
+    # A step is its session, its message and its tool: calls made side by side in one message
+    # share the message's position, and each must find its own tool's example.
+    linked = {(examples[i].session_id, examples[i].position, examples[i].tool_name): i for i in usable}
     opening = {e.session_id: e.opening or e.request for e in episodes}
     taken: list[int] = []
     used_from: dict[int, Similar] = {}
@@ -132,7 +134,7 @@ def plan_examples(
         pick: tuple[int, Similar | None] | None = None
         for s in similar:
             for step in episodes[s.index].steps:
-                index = linked.get((episodes[s.index].session_id, step.position))
+                index = linked.get((episodes[s.index].session_id, step.position, step.tool_name))
                 if step.tool_name == tool and index is not None and index not in taken:
                     pick = (index, s)
                     break
@@ -149,7 +151,7 @@ def plan_examples(
     more = []
     for rank, s in enumerate(similar):
         for step in episodes[s.index].steps:
-            index = linked.get((episodes[s.index].session_id, step.position))
+            index = linked.get((episodes[s.index].session_id, step.position, step.tool_name))
             if step.tool_name in chosen_set and index is not None and index not in taken:
                 more.append((-round(probabilities[step.tool_name], 3), rank, step.position, index, s))
     for *_order, index, s in sorted(more, key=lambda m: m[:3]):
