@@ -9,11 +9,16 @@ fixed-seed k-fold split over tasks holds every task out once; a template is buil
 successful runs of the other folds with kindling's own build (episodes, per-tool coverage,
 personal-data scrubbing on).
 
-For every run of a held-out task, the query is what its agent had at turn zero: the first
-substantive user message. Each method chooses examples under the same token budget and the same
-rendering (``fill_budget``, ``build_conversation``):
+For every run of a held-out task, the query is the new task as described, the same way a past
+task is known in a template: the benchmark's instruction where the format has one (tau-bench's
+``instruction``, tau2's user scenario), else the run's first substantive user message. Beside it,
+kindling is also asked with only what its agent had at turn zero: the first substantive user
+message (``kindling@turn0``; a customer's opening line often does not yet say what the task will
+need). Each method chooses examples under the same token budget and the same rendering
+(``fill_budget``, ``build_conversation``):
 
 * kindling      - ``warm_conversation``: similar past tasks and per-tool evidence decide tools and examples;
+* kindling@turn0 - the same, asked with the first substantive user message only;
 * first-N       - the template's examples in stored order;
 * one-per-tool  - one example of each tool, the most used tools first (calls in the template);
 * random        - examples drawn at random (seeded by the task);
@@ -51,7 +56,7 @@ SEED = 20261122
 FOLDS = 5
 SETTINGS = (8, 3)
 BUDGET = 2000
-METHODS = ("kindling", "first-N", "one-per-tool", "random", "oracle")
+METHODS = ("kindling", "kindling@turn0", "first-N", "one-per-tool", "random", "oracle")
 SIMPLE = ("first-N", "one-per-tool", "random")
 IDENTIFIER_KEYS = frozenset(
     {"user_id", "order_id", "email", "payment_method_id", "first_name", "last_name", "zip"}
@@ -75,7 +80,10 @@ class Run:
         self.task = str(session.metadata.get("task_id"))
         self.group = self.task
         self.success = session.reward is not None and session.reward >= 1.0
-        self.query = opening_request(session)
+        self.opening = opening_request(session)
+        instruction = session.metadata.get("instruction")
+        described = instruction.strip() if isinstance(instruction, str) else ""
+        self.query = described or self.opening
         expected = session.metadata.get("expected_actions") or []
         self.expected = [
             a for a in expected if isinstance(a, dict) and a.get("requestor", "assistant") == "assistant"
@@ -222,6 +230,8 @@ def choose(
 
     if method == "kindling":
         return warm_conversation(template, run.query, budget=BUDGET, max_examples=slots).messages
+    if method == "kindling@turn0":
+        return warm_conversation(template, run.opening, budget=BUDGET, max_examples=slots).messages
     examples = template.examples
     if method == "first-N":
         order = list(range(len(examples)))
@@ -286,7 +296,7 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
         for i, example in enumerate(template.examples):
             context["first_of_tool"].setdefault(example.tool_name, i)
         for group in sorted(fold, key=_task_order):
-            members = [r for r in by_group[group] if r.query]
+            members = [r for r in by_group[group] if r.query and r.opening]
             if not members:
                 continue
             counts["tasks"] += 1
@@ -336,7 +346,10 @@ def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed:
     )
     sizes = ", ".join(f"{e} ex/{p} tasks" for e, p in counts["templates"])
     print(f"  templates per fold: {sizes}")
-    print("  query: each run's first substantive user message (what its agent had at turn zero)")
+    print(
+        "  query: the task as described (the benchmark's instruction where the format has one, else "
+        "the first substantive user message); kindling@turn0: the first substantive user message only"
+    )
     met = True
     for slots in SETTINGS:
         table = results[slots]
@@ -350,7 +363,7 @@ def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed:
         for m in METHODS:
             v = means[m]
             print(
-                f"  {m:13} {v['recall']:7.3f} {v['precision']:8.3f} {v['f1']:7.3f}"
+                f"  {m:14}{v['recall']:7.3f} {v['precision']:8.3f} {v['f1']:7.3f}"
                 f"   {v.get('recall_b', 0):7.3f} {v.get('precision_b', 0):8.3f} {v.get('f1_b', 0):7.3f}"
                 f" {v['tokens']:8.0f}  {v.get('leaks', 0):8.4f}   ({v['examples']:.1f} examples)"
             )
@@ -366,6 +379,13 @@ def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed:
             f"{'met' if ok_f1 else 'NOT met'}); recall {means['kindling']['recall']:.3f} vs "
             f"{means[best]['recall']:.3f} ({'met' if ok_recall else 'NOT met'}); other-customer ids "
             f"{means['kindling'].get('leaks', 0.0):.4f} ({'met' if ok_ids else 'NOT met'})"
+        )
+        turn0 = means["kindling@turn0"]
+        print(
+            f"  kindling@turn0 / best simple rule: {turn0['f1'] / means[best]['f1']:.2f}x F1 "
+            f"({turn0['f1']:.3f}), recall {turn0['recall']:.3f} (reported; the targets are on the task)"
+            if means[best]["f1"]
+            else "  kindling@turn0: no simple rule scored"
         )
     return met
 

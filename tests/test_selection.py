@@ -298,3 +298,71 @@ def test_calls_made_side_by_side_each_show_their_own_tool() -> None:
     plan = plan_examples(template, "refund my broken kettle", max_examples=8)
     shown = [c.example.tool_name for c in plan.candidates]
     assert sorted(shown) == ["get_order", "issue_refund"]
+
+
+def test_a_task_learns_the_tools_most_of_its_runs_used_not_one_runs_detour() -> None:
+    # Three runs of the same task (one task id): one took a detour through `check_stock`.
+    # Runs of other kinds of task keep the model honest about base rates.
+    examples: list[Example] = []
+    episodes: list[Episode] = []
+    runs = [
+        ["get_order", "issue_refund"],
+        ["get_order", "issue_refund"],
+        ["get_order", "check_stock", "issue_refund"],
+    ]
+    for number, tools in enumerate(runs * 3):
+        session = f"refund-{number}"
+        steps = []
+        for position, tool in enumerate(tools, start=1):
+            examples.append(Example(tool_name=tool, result="ok", session_id=session, position=position))
+            steps.append(EpisodeStep(tool_name=tool, position=position))
+        episodes.append(
+            Episode(
+                session_id=session, opening="refund my broken kettle", task_id=str(number // 3), steps=steps
+            )
+        )
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "refund my broken kettle", max_examples=8)
+    assert set(plan.tools) == {"get_order", "issue_refund"}
+    assert plan.evidence["check_stock"] < 0.2 < 0.8 < plan.evidence["issue_refund"]
+    # Without task ids every run is its own task, and a third of them needed check_stock.
+    for episode in episodes:
+        episode.task_id = None
+    fresh = Template(name="t2", examples=examples, episodes=list(episodes))
+    assert plan_examples(fresh, "refund my broken kettle", max_examples=8).evidence["check_stock"] > 0.2
+
+
+def test_the_new_task_is_scrubbed_like_the_past_tasks_before_they_are_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kindling.warmup.plan import as_past_tasks_are_known
+
+    monkeypatch.setenv("KINDLING_HOME", str(tmp_path))
+    known = as_past_tasks_are_known("Hi, my email is mia.garcia@example.com and I want a refund")
+    assert "mia.garcia@example.com" not in known and "<email_1>" in known and "refund" in known
+    # Past tasks kept "<email_1>" where their user gave an e-mail: that is what the new one matches.
+    by_email = ["lookup_by_email", "issue_refund"]
+    by_name = ["lookup_by_name", "issue_refund"]
+    examples: list[Example] = []
+    episodes: list[Episode] = []
+    for number in range(6):
+        tools, opening = (
+            (by_email, f"my email is <email_1> and I want a refund for order {number}")
+            if number % 2
+            else (by_name, f"I am <name_1> <name_2> and I want a refund for order {number}")
+        )
+        session = f"s{number}"
+        steps = []
+        for position, tool in enumerate(tools, start=1):
+            examples.append(Example(tool_name=tool, result="ok", session_id=session, position=position))
+            steps.append(EpisodeStep(tool_name=tool, position=position))
+        episodes.append(Episode(session_id=session, opening=opening, steps=steps))
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "Hi, my address is jo.doe@example.org, I want a refund", max_examples=8)
+    assert plan.evidence["lookup_by_name"] < 0.3 < 0.7 < plan.evidence["lookup_by_email"]
+    assert set(plan.tools) == {"issue_refund", "lookup_by_email"}
+    # With scrubbing turned off in mining.json the task is compared as it is.
+    (tmp_path / "mining.json").write_text(json.dumps({"scrub_personal_data": False}))
+    assert (
+        as_past_tasks_are_known("my email is mia.garcia@example.com") == "my email is mia.garcia@example.com"
+    )

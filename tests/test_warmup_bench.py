@@ -60,7 +60,7 @@ def test_selection_real_bench_prints_both_truths_for_every_method() -> None:
     out = done.stdout
     for slots in (8, 3):
         assert f"at most {slots} examples" in out, out
-    for method in ("kindling", "first-N", "one-per-tool", "random", "oracle"):
+    for method in ("kindling", "kindling@turn0", "first-N", "one-per-tool", "random", "oracle"):
         rows = re.findall(rf"^  {method}\s+((?:\d\.\d+\s+){{6}})(\d+)\s+(\d\.\d+)", out, re.MULTILINE)
         assert len(rows) == 2, out
         for values, _tokens, share in rows:

@@ -78,6 +78,36 @@ def evidence_for(template: Template) -> TaskEvidence:
     return found
 
 
+_SCRUBBERS: dict[int, tuple[Any, Any]] = {}
+
+
+def as_past_tasks_are_known(task: str) -> str:
+    """Return ``task`` as the template's past tasks are stored: personal data as typed placeholders.
+
+    Past requests were scrubbed when they were kept ("my email is <email_1>"), so the new task is
+    scrubbed the same way before it is compared with them: the placeholder says what kind of detail
+    the user gave (an e-mail, an order id), which tells which tools the task needs, and a raw
+    address matches nothing. The text shown in the warm-up is not this one. A ``mining.json`` that
+    cannot be read, or turns scrubbing off, leaves the task as it is (``kindling build`` reports it).
+    """
+    from kindling.errors import ConfigError
+    from kindling.mining import load_mining_config
+    from kindling.mining.personal import PersonalDataScrubber
+
+    try:
+        config = load_mining_config()
+    except ConfigError:
+        return task
+    if not config.scrub_personal_data or not task:
+        return task
+    cached = _SCRUBBERS.get(id(config))
+    if cached is None or cached[0] is not config:
+        _SCRUBBERS.clear()
+        cached = (config, PersonalDataScrubber.from_config(config))
+        _SCRUBBERS[id(config)] = cached
+    return str(cached[1].scrub_texts([task])[0])
+
+
 def _preview(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _REQUEST_PREVIEW else text[: _REQUEST_PREVIEW - 1] + "…"
@@ -107,9 +137,10 @@ def plan_examples(
     for i in usable:
         by_tool.setdefault(examples[i].tool_name, []).append(i)
     evidence = evidence_for(template)
-    probabilities = {t: p for t, p in evidence.probabilities(task, allowed).items() if t in by_tool}
-    similar = evidence.similar(task, SIMILAR_LIMIT)
-    if similar or evidence.known(task):
+    known_as = as_past_tasks_are_known(task)
+    probabilities = {t: p for t, p in evidence.probabilities(known_as, allowed).items() if t in by_tool}
+    similar = evidence.similar(known_as, SIMILAR_LIMIT)
+    if similar or evidence.known(known_as):
         chosen = choose_tools(probabilities, max_examples)
     else:
         # Nothing in the task is known: the tools most past tasks used (at least the commonest).
@@ -196,7 +227,7 @@ def template_fit(template: Template, task: str) -> float:
     Templates without episodes are judged by their examples' requests the same way.
     """
     if template.episodes:
-        similar = evidence_for(template).similar(task, _FIT_TOP)
+        similar = evidence_for(template).similar(as_past_tasks_are_known(task), _FIT_TOP)
         return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
     contexts = {e.context for e in template.examples if e.context and e.outcome is not OutcomeStatus.FAILED}
     if not contexts:
