@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,31 @@ def test_the_new_task_is_scrubbed_like_the_past_tasks_before_they_are_compared(
     assert (
         as_past_tasks_are_known("my email is mia.garcia@example.com") == "my email is mia.garcia@example.com"
     )
+
+
+def test_further_examples_only_of_tools_likelier_than_those_already_shown() -> None:
+    # Every past task looked the customer up; five in eight also refunded (twice each). Only two
+    # lookups were kept as examples, so after one example of each tool only refunds are left:
+    # a refund (p ~ 0.6) is less likely to be needed than the examples already taken on average,
+    # so it would dilute them and is not added, though slots are free.
+    examples: list[Example] = []
+    episodes: list[Episode] = []
+    for number in range(8):
+        session = f"s{number}"
+        steps = [EpisodeStep(tool_name="lookup_customer", position=1)]
+        if number < 2:
+            examples.append(
+                Example(tool_name="lookup_customer", result="found", session_id=session, position=1)
+            )
+        if number % 8 < 5:
+            for position in (2, 3):
+                examples.append(
+                    Example(tool_name="issue_refund", result="ok", session_id=session, position=position)
+                )
+                steps.append(EpisodeStep(tool_name="issue_refund", position=position))
+        episodes.append(Episode(session_id=session, opening="refund my kettle", steps=steps))
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "refund my kettle", max_examples=8)
+    assert set(plan.tools) == {"lookup_customer", "issue_refund"}
+    shown = Counter(c.example.tool_name for c in plan.candidates)
+    assert shown == Counter({"lookup_customer": 2, "issue_refund": 1})

@@ -185,11 +185,18 @@ def plan_examples(
             index = linked.get((episodes[s.index].session_id, step.position, step.tool_name))
             if step.tool_name in chosen_set and index is not None and index not in taken:
                 more.append((-round(probabilities[step.tool_name], 3), rank, step.position, index, s))
+    # A further example is worth its tokens only while it is likelier to be of a tool the task
+    # needs than the examples already taken are on average: below that it only dilutes them.
+    sure = sum(probabilities.get(examples[i].tool_name, 0.0) for i in taken)
     for *_order, index, s in sorted(more, key=lambda m: m[:3]):
         if len(taken) >= max_examples:
             break
+        p = probabilities[examples[index].tool_name]
+        if taken and p < sure / len(taken) - 1e-9:
+            break  # sorted surest first: no later one is likelier
         if index not in taken:
             take(index, s)
+            sure += p
     candidates = [Shown(examples[i], opening.get(examples[i].session_id, "")) for i in taken]
     past = [
         {
