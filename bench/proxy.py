@@ -288,7 +288,9 @@ def throughput(url: str, seconds: float, workers: int, offset: int, headers: dic
         number = offset + index * 100_000
         try:
             with _client() as client:
-                while time.monotonic() < stop:
+                # At least one call each: on a busy machine a thread may start after ``stop``, and a
+                # rate of nothing would divide the report by zero.
+                while True:
                     messages = _conversation(number)
                     number += 1
                     for turn in range(TURNS):
