@@ -108,6 +108,8 @@ class TaskEvidence:
 
     def __init__(self, episodes: Sequence[Episode]) -> None:
         self.episodes = list(episodes)
+        # What a warm-up shows above an episode's calls: its opening message (else its request).
+        self.openings = {e.session_id: e.opening or e.request for e in self.episodes}
         texts = [episode_text(e) for e in self.episodes]
         feats = [features(t) for t in texts]
         df = Counter(f for fs in feats for f in fs)

@@ -150,7 +150,7 @@ def plan_examples(
     # A step is its session, its message and its tool: calls made side by side in one message
     # share the message's position, and each must find its own tool's example.
     linked = {(examples[i].session_id, examples[i].position, examples[i].tool_name): i for i in usable}
-    opening = {e.session_id: e.opening or e.request for e in episodes}
+    opening = evidence.openings
     taken: list[int] = []
     used_from: dict[int, Similar] = {}
 
