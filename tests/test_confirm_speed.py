@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import socket
 import threading
 import time
@@ -509,3 +510,54 @@ def test_daemons_run_on_httptools_and_uvloop_when_installed(monkeypatch: pytest.
     )
     config = serving.server_config(object(), "127.0.0.1", 0, "warning")
     assert (config.http, config.loop) == ("h11", "asyncio")
+
+
+# -- submit, approve and deny skip the framework's routing (issue 14) ------------------------------
+def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
+    import asyncio
+
+    from kindling.confirm.app import HotPaths, create_app
+    from kindling.confirm.routes.confirmations import hot_route
+
+    assert hot_route("/confirm") is not None and hot_route("/confirm/cr_1/deny") is not None
+    for other in ("/confirm/", "/confirm//approve", "/confirm/cr_1/approve/", "/confirm/cr_1", "/audit"):
+        assert hot_route(other) is None, other
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=4096))
+    tokens = make_tokens(store)
+    app = create_app(store.settings, store, background=False)
+
+    async def exchange(asgi: object) -> list[tuple[int, str, object]]:
+        transport = httpx.ASGITransport(app=asgi)  # type: ignore[arg-type]
+        answers: list[tuple[int, str, object]] = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
+            async def call(path: str, token: str | None, **kw: object) -> dict[str, object]:
+                headers = {**(auth(token) if token else {}), **kw.pop("headers", {})}  # type: ignore[dict-item]
+                r = await client.post(path, headers=headers, **kw)  # type: ignore[arg-type]
+                body = r.json()
+                shape = (
+                    sorted(body) if r.status_code < 300 else re.sub(r"cr_[0-9a-f]{32}", "cr_X", body["error"])
+                )
+                answers.append((r.status_code, r.headers.get("www-authenticate", ""), shape))
+                return body  # type: ignore[no-any-return]
+
+            await call("/confirm", None, json={"action": "a", "description": "d"})
+            await call("/confirm", tokens.approver, json={"action": "a", "description": "d"})
+            await call(
+                "/confirm", tokens.agent, content=b"{not json", headers={"content-type": "application/json"}
+            )
+            await call("/confirm", None, content=b"x" * 5000)  # past the limit: 413 before the token
+            made = await call("/confirm", tokens.agent, json={"action": "deploy_x", "description": "d"})
+            await call(f"/confirm/{made['id']}/approve", tokens.agent, json={})  # an agent never decides
+            await call("/confirm/cr_unknown/deny", tokens.approver, json={})
+            await call(f"/confirm/{made['id']}/approve", tokens.approver, json={"digest": "0" * 64})
+            await call(f"/confirm/{made['id']}/approve", tokens.approver, json={"reason": "ok"})
+            await call(f"/confirm/{made['id']}/deny", tokens.approver, json={})
+        return answers
+
+    through_app = asyncio.run(exchange(app))
+    assert asyncio.run(exchange(HotPaths(app))) == through_app
+    assert [status for status, _, _ in through_app] == [401, 403, 400, 413, 202, 403, 404, 412, 200, 409]
+    assert through_app[0][1] == "Bearer"
+    store.close()

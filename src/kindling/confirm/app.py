@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from fastapi.requests import Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
@@ -25,6 +26,7 @@ from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import TOKEN_CHECK_SECONDS, ConfirmationStore
 from kindling.confirm.web import STATIC_DIR
 from kindling.confirm.workers import run_decision_watch, run_outbox, run_sweeper, run_token_checks
+from kindling.errors import KindlingError
 
 
 class BodyLimit:
@@ -62,6 +64,41 @@ class BodyLimit:
             return received
 
         await self.app(scope, limited, send)
+
+
+class HotPaths:
+    """The daemon's ASGI entry: submit, approve and deny go straight to their handlers, the rest to ``app``.
+
+    Every agent and approver makes these requests, and FastAPI spent several times what their
+    handlers cost on each before reaching them (its telemetry check, middleware layers and route
+    matching). The handlers are the routes' own functions, so the OpenAPI schema documents them
+    and ``app`` answers them identically when called on its own; they check the token first
+    (``deps.authorize``), the body limit applies as everywhere (``BodyLimit``), errors are
+    answered by ``handlers.error_response`` and anything else is a 500, as in the app.
+    """
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._limited = BodyLimit(self._hot, app.state.settings.max_body_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a hot request here; pass anything else (lifespan included) to the app."""
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            handler = confirmations.hot_route(scope["path"])
+            if handler is not None:
+                scope["app"] = self.app
+                scope["kindling.hot"] = handler
+                await self._limited(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _hot(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            response = await scope["kindling.hot"](request)
+        except (KindlingError, StarletteHTTPException) as exc:
+            response = handlers.error_response(exc)
+        await response(scope, receive, send)
 
 
 def create_app(

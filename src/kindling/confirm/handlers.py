@@ -69,12 +69,20 @@ def client_message(exc: KindlingError) -> str:
     return str(exc)
 
 
-async def _kindling_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, KindlingError)
+def error_response(exc: KindlingError | StarletteHTTPException) -> JSONResponse:
+    """Return the JSON answer for ``exc`` (logging database failures): what the app's handlers send,
+    and what the daemon's hot paths (``app.HotPaths``) send for the errors their handlers raise."""
+    if isinstance(exc, StarletteHTTPException):
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
     status = status_for(exc)
     if status >= 500 or isinstance(exc, StoreError):
         log.error("request failed: %s", exc)
     return JSONResponse({"error": client_message(exc)}, status_code=status, headers=_headers(status))
+
+
+async def _kindling_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KindlingError)
+    return error_response(exc)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -88,7 +96,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+    return error_response(exc)
 
 
 def install(app: FastAPI) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import uvicorn
 
-from kindling.confirm.app import create_app
+from kindling.confirm.app import HotPaths, create_app
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfirmError
@@ -51,7 +51,7 @@ def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
     """
     log_to_stderr(log_level)
     app = create_app(settings)
-    _Server(server_config(app, settings.host, settings.port, log_level), app).run()
+    _Server(server_config(HotPaths(app), settings.host, settings.port, log_level), app).run()
 
 
 class _Server(uvicorn.Server):
@@ -76,7 +76,9 @@ class ServerThread:
     ) -> None:
         self.settings = settings
         self.app = create_app(settings, store)
-        self.server = _Server(server_config(self.app, settings.host, settings.port, log_level), self.app)
+        self.server = _Server(
+            server_config(HotPaths(self.app), settings.host, settings.port, log_level), self.app
+        )
         self._thread: threading.Thread | None = None
         self.port = settings.port
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from kindling.confirm.bodies import (
@@ -339,3 +341,17 @@ async def audit(
     """Return ``{"events": [...]}``, newest first (approvers and admins)."""
     events = await run_in_threadpool(lambda: store.audit_events(limit=limit))
     return {"events": [e.__dict__ for e in events]}
+
+
+def hot_route(path: str) -> Callable[[Request], Awaitable[Response]] | None:
+    """Return the handler of ``POST path`` when it is submit, approve or deny; else None.
+
+    Matches as the router does (``{request_id}`` is one non-empty path segment); ``app.HotPaths``
+    sends these requests here without the framework's routing.
+    """
+    if path == "/confirm":
+        return submit
+    parts = path.split("/")
+    if len(parts) == 4 and parts[1] == "confirm" and parts[2] and parts[3] in ("approve", "deny"):
+        return functools.partial(approve if parts[3] == "approve" else deny, parts[2])
+    return None
