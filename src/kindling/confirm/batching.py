@@ -19,8 +19,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from kindling.db import translate_errors
@@ -66,9 +67,11 @@ class FifoLock:
 class GroupCommit(Generic[State]):
     """Runs write blocks in shared transactions; see the module docstring.
 
-    ``begin(conn)`` starts a transaction on a fresh connection, takes the write lock and returns
-    the state blocks share (it is copied before each block and restored if the block fails);
-    ``copy`` copies that state.
+    ``begin(conn)`` starts a transaction on a connection, takes the write lock and returns the
+    state blocks share (it is copied before each block and restored if the block fails); ``copy``
+    copies that state. With ``keep_connection`` one connection serves batch after batch (for
+    SQLite, where a pool check-out and check-in per batch cost more than the batch's savepoints);
+    otherwise each batch checks one out of the pool (PostgreSQL's, which tests it first).
     """
 
     def __init__(
@@ -77,11 +80,17 @@ class GroupCommit(Generic[State]):
         target: str,
         begin: Callable[[Connection], State],
         copy: Callable[[State], State],
+        *,
+        keep_connection: bool = False,
     ) -> None:
         self._engine = engine
         self._target = target
         self._begin = begin
         self._copy = copy
+        self._keep = keep_connection
+        self._idle: Connection | None = None  # the kept connection between batches
+        self._cursor: Any = None  # the open batch's DBAPI cursor, for the savepoints
+        self._driver_error: type[Exception] = engine.dialect.dbapi.Error  # type: ignore[union-attr]
         self._conn_lock = FifoLock()  # whoever holds it uses the connection
         # Two wake-ups on one lock, which guards the counters below: a block ending wakes only the
         # leader gathering a batch (``_gathering``); a batch ending wakes the blocks waiting for
@@ -125,15 +134,13 @@ class GroupCommit(Generic[State]):
                 number = self._opened
                 self._blocks += 1
                 saved = self._copy(state)
-                with translate_errors(self._target, "write"):
-                    conn.exec_driver_sql("SAVEPOINT kindling_block")
+                self._savepoint("SAVEPOINT kindling_block")
                 try:
                     yield conn, state
                 except BaseException:
-                    self._undo(conn, number, saved)
+                    self._undo(number, saved)
                     raise
-                with translate_errors(self._target, "write"):
-                    conn.exec_driver_sql("RELEASE SAVEPOINT kindling_block")
+                self._savepoint("RELEASE SAVEPOINT kindling_block")
                 ok = True
         finally:
             with self._cond:
@@ -147,12 +154,20 @@ class GroupCommit(Generic[State]):
                 with contextlib.suppress(StoreError):
                     self._wait_for_commit(number)
 
+    def close(self) -> None:
+        """Close the connection kept between batches, if any (the store is closing)."""
+        with self._conn_lock:
+            if self._idle is not None:
+                _close_quietly(self._idle)
+                self._idle = None
+
     def _open(self) -> None:
-        conn = None
+        conn, self._idle = self._idle, None
         try:
             with translate_errors(self._target, "write"):
-                conn = self._engine.connect()
+                conn = conn or self._engine.connect()
                 self._state = self._begin(conn)
+                self._cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         except BaseException:
             if conn is not None:
                 _close_quietly(conn)
@@ -161,10 +176,15 @@ class GroupCommit(Generic[State]):
         self._opened += 1
         self._blocks = 0
 
-    def _undo(self, conn: Connection, number: int, saved: State) -> None:
+    def _savepoint(self, sql: str) -> None:
+        # On the DBAPI cursor: through SQLAlchemy each statement cost more than SQLite's work.
+        with translate_errors(self._target, "write"):
+            execute_raw(self._cursor, self._driver_error, sql)
+
+    def _undo(self, number: int, saved: State) -> None:
         try:
-            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kindling_block")
-            conn.exec_driver_sql("RELEASE SAVEPOINT kindling_block")
+            self._savepoint("ROLLBACK TO SAVEPOINT kindling_block")
+            self._savepoint("RELEASE SAVEPOINT kindling_block")
             self._state = saved
         except Exception as exc:  # the connection is gone: the whole batch fails
             self._abandon(number, StoreError(f"Cannot write database: {exc}", path=self._target))
@@ -175,6 +195,7 @@ class GroupCommit(Generic[State]):
             _close_quietly(self._conn)
         self._conn = None
         self._state = None
+        self._cursor = None
         with self._cond:
             self._finish(number, error)
 
@@ -225,11 +246,29 @@ class GroupCommit(Generic[State]):
             except StoreError as exc:
                 error = exc
             finally:
-                _close_quietly(conn)
+                if self._keep and error is None:
+                    self._idle = conn
+                else:
+                    _close_quietly(conn)
                 self._conn = None
                 self._state = None
+                self._cursor = None
             with self._cond:
                 self._finish(number, error)
+
+
+def execute_raw(cursor: Any, driver_error: type[Exception], sql: str, params: Any = None) -> Any:
+    """Run ``sql`` on a DBAPI cursor; return the cursor. A driver error (an instance of
+    ``driver_error``) is raised as SQLAlchemy would raise it, so ``translate_errors`` and the
+    daemon's error answers see what they see for statements run through SQLAlchemy."""
+    try:
+        if params is None:
+            cursor.execute(sql)
+        else:
+            cursor.execute(sql, params)
+    except driver_error as exc:
+        raise sa.exc.DBAPIError.instance(sql, params, exc, driver_error) from exc
+    return cursor
 
 
 def _close_quietly(conn: Connection) -> None:

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from kindling.confirm import audit, policy
 from kindling.confirm import tables as t
-from kindling.confirm.batching import GroupCommit
+from kindling.confirm.batching import GroupCommit, execute_raw
 from kindling.confirm.folding import fold_action
 from kindling.confirm.records import (
     AuditEvent,
@@ -104,7 +104,7 @@ class ConfirmationStore:
         # Writers share transactions and commits (see batching.py); this process's writers queue
         # there rather than in SQLite's busy-sleep loop.
         self._group: GroupCommit[_Batch] = GroupCommit(
-            self.engine, self.target, self._begin, dataclasses.replace
+            self.engine, self.target, self._begin, dataclasses.replace, keep_connection=self._sqlite
         )
         self._rules: tuple[str, list[WhitelistRule]] | None = None  # (whitelist_gen, rules)
         # Token hash -> identity, trusted while fresh (see TOKEN_FRESH_SECONDS).
@@ -115,7 +115,8 @@ class ConfirmationStore:
         self._minted_by: dict[str, str | None] = {}  # token id -> the id of the token that minted it
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the writers' connection and the connection pool."""
+        self._group.close()
         self.engine.dispose()
 
     # -- plumbing -------------------------------------------------------------------------
@@ -128,15 +129,18 @@ class ConfirmationStore:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _PG_LOCK_KEY})
-        head = conn.exec_driver_sql(
-            "SELECT seq, hash, (SELECT value FROM confirm_meta WHERE key = 'whitelist_gen') AS gen "
-            "FROM confirm_audit ORDER BY seq DESC LIMIT 1"
-        ).first()
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        if head is None:
-            gen = conn.exec_driver_sql("SELECT value FROM confirm_meta WHERE key = 'whitelist_gen'").scalar()
-            return _Batch(0, GENESIS_HASH, gen, cursor)
-        return _Batch(int(head.seq), str(head.hash), head.gen, cursor)
+        # One statement: the chain's head (none yet on a new database) and the rules' counter.
+        head = execute_raw(
+            cursor,
+            self._driver_error,
+            "SELECT (SELECT seq FROM confirm_audit ORDER BY seq DESC LIMIT 1), "
+            "(SELECT hash FROM confirm_audit ORDER BY seq DESC LIMIT 1), "
+            "(SELECT value FROM confirm_meta WHERE key = 'whitelist_gen')",
+        ).fetchone()
+        if head[0] is None:
+            return _Batch(0, GENESIS_HASH, head[2], cursor)
+        return _Batch(int(head[0]), str(head[1]), head[2], cursor)
 
     def _run(self, sql: str, params: dict[str, Any]) -> Any:
         """Run one statement in the open write transaction on its DBAPI cursor; return the cursor.
@@ -146,14 +150,7 @@ class ConfirmationStore:
         as SQLAlchemy would raise it, so ``translate_errors`` and the HTTP handlers (a DataError is
         the client's fault) see what they always saw.
         """
-        cursor = self._group.state.cursor
-        try:
-            cursor.execute(self._sql(sql), params)
-        except self._driver_error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, params, exc, self._driver_error, dialect=self.engine.dialect
-            ) from exc
-        return cursor
+        return execute_raw(self._group.state.cursor, self._driver_error, self._sql(sql), params)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
