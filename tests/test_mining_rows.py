@@ -204,3 +204,21 @@ def test_postgresql_mines_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _copy_to_postgres(path, pg_url)
     assert current(pg_url, min_messages=0) == reference(pg_url, monkeypatch, min_messages=0)
     assert current(pg_url) == current(path)
+
+
+def test_argument_texts_read_for_the_first_time_mine_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reader parses an argument text it has not seen in its own fast path: objects (short, and
+    # longer than its cache keeps), and texts that are no object fall back to the general parser.
+    long_text = orjson.dumps({"content": "x" * 5000, "path": "a.md"}).decode()
+    messages: list[Any] = []
+    for index, args in enumerate([long_text, '{"command": "ls"}', "[1]", "not json", long_text, "{}"]):
+        call = orjson.dumps(
+            [{"id": f"c{index}", "type": "function", "function": {"name": "terminal", "arguments": args}}]
+        )
+        messages.append(("s1", "assistant", None, None, call.decode(), (1, 0)))
+        messages.append(("s1", "tool", '{"success": true}', f"c{index}", None, (1, 0)))
+    path = tmp_path / "state.db"
+    write_database(path, messages)
+    assert current(path, min_messages=0) == reference(path, monkeypatch, min_messages=0)

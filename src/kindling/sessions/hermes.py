@@ -49,6 +49,8 @@ import orjson
 from kindling.config import env_int
 from kindling.errors import SourceError
 from kindling.sessions.convert import (
+    ARGUMENT_CACHE_ENTRIES,
+    ARGUMENT_CACHE_MAX_CHARS,
     CONTENT_SENTINELS,
     UNTRUSTED_OPEN,
     compaction_remainder,
@@ -115,9 +117,9 @@ _PARENT_END = 1 + len(SESSION_COLUMNS)
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 _FETCH_SIZE = 2000
 # Rows per SQLite read transaction. Between pages the reader holds no snapshot, so Hermes's WAL
-# checkpoint can run; a page is a few MB at most.
-_PAGE_ROWS = 4096
-# Why a row is not read although it is well formed (see the module docstring).
+# checkpoint can run. Small pages stay in the CPU cache until they are read (4096-row pages of
+# long results did not, and cost about a third more than reading the rows straight from the cursor).
+_PAGE_ROWS = 512
 
 
 def is_postgres_url(source: str | Path) -> bool:
@@ -851,12 +853,17 @@ def assemble_rows(
     # Message object is built from it only for a consumer that asks for Sessions).
     # Counted here, while each session is built, so the report need not walk it again.
     calls_seen = results_seen = 0
+    lean = True
     arguments_cache: dict[str, dict[str, Any]] = {}
+    cache_entries = ARGUMENT_CACHE_ENTRIES
+    cache_max_chars = ARGUMENT_CACHE_MAX_CHARS
     for row in message_rows:
         # Rows are (session_id, order, *MESSAGE_COLUMNS), or only the lean part of it (mining):
         # the slice of a lean row is the row itself.
         session_key, order, role, content, call_id, raw_calls, compacted = row[:_LEAN_ROW]
         if session_key != current:
+            # Every row of a read has the same shape: judged once per session, not per row.
+            lean = len(row) == _LEAN_ROW
             if current_row is not None:
                 report.add_counted(len(messages), calls_seen, results_seen)
                 yield _session(current_row), messages
@@ -917,8 +924,8 @@ def assemble_rows(
         if raw_calls:
             calls = None
             if type(raw_calls) is str:
-                # The shape Hermes writes, with argument texts already parsed once in this read:
-                # built here. Anything else (and a text not seen yet) goes through parse_calls_at.
+                # The shape Hermes writes (arguments a JSON object): built here. Anything else goes
+                # through parse_calls_at.
                 try:
                     items = loads(raw_calls)
                 except orjson.JSONDecodeError:
@@ -936,9 +943,24 @@ def assemble_rows(
                         given_id = item.get("id")
                         if not (type(call_name) is str and call_name and type(given_id) is str and given_id):
                             break
-                        arguments = arguments_cache.get(text) if type(text) is str else None
-                        if arguments is None:
+                        if type(text) is not str:
                             break
+                        arguments = arguments_cache.get(text)
+                        if arguments is None:
+                            # First time this argument text is read: parsed (and kept) here as
+                            # parse_calls_at would; anything but a JSON object goes there.
+                            if text[:1] != "{":
+                                break
+                            try:
+                                arguments = loads(text)
+                            except orjson.JSONDecodeError:
+                                break
+                            if type(arguments) is not dict:
+                                break
+                            if len(text) <= cache_max_chars:
+                                if len(arguments_cache) >= cache_entries:
+                                    arguments_cache.clear()
+                                arguments_cache[text] = arguments
                         built.append(new_call(given_id, call_name, arguments, None, "assistant"))
                     else:
                         calls = tuple(built)
@@ -971,7 +993,7 @@ def assemble_rows(
                 calls_seen += len(calls)
         elif calls:
             calls_seen += len(calls)
-        if len(row) == _LEAN_ROW:
+        if lean:
             append((role, content, calls, call_id, None, None, None, None))
             continue
         tool_name, stamp, reasoning, reasoning_content = row[_LEAN_ROW:]

@@ -221,10 +221,16 @@ def _directory_format(directory: Path) -> str:
 
 def _database_format(target: str | Path) -> str:
     # A database holding the tables kindling's proxy writes is a proxy store; any other is Hermes's.
-    from kindling.db import sqlite_path
     from kindling.sessions.recorded import is_recorded_store, messages_table
 
-    path = sqlite_path(target)
+    if isinstance(target, Path):
+        # A file with SQLite's header: read as it is, without importing kindling.db (and its file
+        # locking) for the URL forms only a string can take.
+        path: Path | None = target.expanduser()
+    else:
+        from kindling.db import sqlite_path
+
+        path = sqlite_path(target)
     if path is not None:
         return PROXY if _sqlite_has_table(path, messages_table.name) else HERMES
     return PROXY if is_recorded_store(target) else HERMES
