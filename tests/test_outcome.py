@@ -196,3 +196,20 @@ def test_a_result_hermes_wrapped_is_judged_on_its_inner_text() -> None:
         classify_outcome("web_search", wrapped("web_search", '{"success": true}')).rule == "no_failure_signal"
     )
     assert classify_outcome("mcp_x", wrapped("mcp_x", "")).status == "unknown"
+
+
+def test_equals_true_or_false_is_that_literal_only() -> None:
+    # Compiled to an identity check: true must not match 1, false must not match 0 or null.
+    rules = [
+        OutcomeRule.model_validate(
+            {"name": "dry_run", "kind": "json", "field": "dry_run", "test": "equals", "value": True}
+        ),
+        OutcomeRule.model_validate(
+            {"name": "not_ok", "kind": "json", "field": "ok", "test": "equals", "value": False}
+        ),
+    ]
+    assert classify_outcome("api", '{"dry_run": true}', rules=rules).rule == "dry_run"
+    assert classify_outcome("api", '{"dry_run": 1}', rules=rules).ok
+    assert classify_outcome("api", '{"ok": false}', rules=rules).rule == "not_ok"
+    for value in ("0", "null", "true", '"false"'):
+        assert classify_outcome("api", f'{{"ok": {value}}}', rules=rules).ok

@@ -27,6 +27,8 @@ from kindling.mining.model import Outcome, OutcomeStatus
 from kindling.sessions.convert import UNTRUSTED_OPEN, unwrap_untrusted
 
 _META = frozenset(".^$*+?{}[]|()")
+# The test of an ``equals`` rule whose value is true or false, once compiled.
+_IS = "is"
 
 
 def _as_literal(pattern: str) -> str | None:
@@ -60,6 +62,8 @@ class _ToolRules:
     json_rules: tuple[tuple[Outcome, str, str, Any, bool], ...]
     start: tuple[_TextCheck, ...]
     anywhere: tuple[_TextCheck, ...]
+    # The fields the json rules look at: an object holding none of them is decided at once.
+    json_fields: frozenset[str] = frozenset()
 
 
 def _nonzero(value: Any) -> bool:
@@ -141,7 +145,10 @@ class OutcomeClassifier:
                 assert rule.field is not None and rule.test is not None  # enforced by the model
                 # Only ``equals null`` fires on a null value (see _json_fires).
                 fires_on_none = rule.test == "equals" and rule.value is None
-                json_rules.append((outcome, rule.field, rule.test, rule.value, fires_on_none))
+                # Equal to true or false means being that very object (see _json_fires): checked
+                # inline, without a call, for every result holding the field ("success": true).
+                test = _IS if rule.test == "equals" and isinstance(rule.value, bool) else rule.test
+                json_rules.append((outcome, rule.field, test, rule.value, fires_on_none))
                 continue
             assert rule.pattern is not None
             flags = re.IGNORECASE if rule.ignore_case else 0
@@ -151,7 +158,9 @@ class OutcomeClassifier:
                 start.append(check)
             else:
                 anywhere.append(_TextCheck(outcome, literal, re.compile(rule.pattern, flags)))
-        found = self._by_tool[tool_name] = _ToolRules(tuple(json_rules), tuple(start), tuple(anywhere))
+        found = self._by_tool[tool_name] = _ToolRules(
+            tuple(json_rules), tuple(start), tuple(anywhere), frozenset(rule[1] for rule in json_rules)
+        )
         return found
 
     def classify(self, tool_name: str, content: str | None, error_flag: bool | None = None) -> Outcome:
@@ -180,12 +189,17 @@ class OutcomeClassifier:
             except orjson.JSONDecodeError:
                 parsed = None
             if type(parsed) is dict:
+                if rules.json_fields.isdisjoint(parsed):
+                    return self._no_signal
                 for outcome, field, test, expected, fires_on_none in rules.json_rules:
                     if field in parsed:
                         value = parsed[field]
                         # The common values (null, 0) are decided here without a call.
                         if value is None:
                             if fires_on_none:
+                                return outcome
+                        elif test is _IS:
+                            if value is expected:
                                 return outcome
                         elif type(value) is int and test == "nonzero":
                             if value:
