@@ -500,3 +500,15 @@ def test_more_distinct_arguments_than_the_key_cache_holds() -> None:
     mined = mine([session("s1", messages)], max_examples=distinct * 2)
     assert mined.distinct == distinct
     assert all(e.count == 2 for e in mined.examples)
+
+
+def test_stats_does_not_import_the_miner() -> None:
+    # compute_stats lives beside mine (patterns imports stats, never the other way round).
+    from pathlib import Path
+
+    import kindling.mining.stats as stats_module
+    from kindling.mining import compute_stats
+    from kindling.mining.patterns import compute_stats as beside_mine
+
+    assert compute_stats is beside_mine
+    assert "kindling.mining.patterns" not in Path(stats_module.__file__).read_text()

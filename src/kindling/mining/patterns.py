@@ -156,6 +156,14 @@ def mine(
     )
 
 
+def compute_stats(sessions: Iterable[Session], *, report: ReadReport | None = None) -> MiningStats:
+    """Return the stats of ``sessions`` without mining examples (a thin wrapper over ``mine``).
+
+    Raises ConfigError when the user's mining config is invalid.
+    """
+    return mine(sessions, max_examples=0, report=report).stats
+
+
 def check_limits(
     min_messages: int,
     max_sessions: int | None,

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.mining.tasktype import TaskType
-from kindling.sessions.model import ReadReport, Session
+from kindling.sessions.model import ReadReport
 
 # (name, smallest message count, largest message count or None)
 COHORTS: tuple[tuple[str, int, int | None], ...] = (
@@ -208,13 +207,3 @@ def compare_cohorts(cohorts: dict[str, dict[str, Any]], first: str, second: str)
         "difference": round(a["failure_rate"] - b["failure_rate"], 6),
         "significant": disjoint,
     }
-
-
-def compute_stats(sessions: Iterable[Session], *, report: ReadReport | None = None) -> MiningStats:
-    """Return the stats of ``sessions`` without mining examples (a thin wrapper over ``mine``).
-
-    Raises ConfigError when the user's mining config is invalid.
-    """
-    from kindling.mining.patterns import mine
-
-    return mine(sessions, max_examples=0, report=report).stats
