@@ -172,16 +172,10 @@ def _task_order(task: str) -> tuple[int, str]:
 
 
 def score(shown: Sequence[str], truth: set[str], slots: int) -> tuple[float, float, float] | None:
-    """Return (recall, precision, F1) of the shown examples' tools; None when there is no truth."""
-    if not truth:
-        return None
-    if not shown:
-        return (0.0, 0.0, 0.0)
-    hits = len(set(shown) & truth)
-    recall = hits / min(len(truth), slots)
-    precision = sum(tool in truth for tool in shown) / len(shown)
-    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
-    return (recall, precision, f1)
+    """Return (recall, precision, F1) as ``bench/selection.py`` scores them; None when there is no truth."""
+    from selection import score as scored  # this folder's sibling benchmark: one definition of the scores
+
+    return scored(list(shown), truth, slots) if truth else None
 
 
 def shown_examples(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
