@@ -15,9 +15,12 @@ fixed keyword lists:
 - **A task's tools, not a run's**: when several past runs did the same task (the same task id),
   each learns the tools most of them used, so one run's detour (a lookup another agent skipped)
   does not teach that the task needs it.
-- **How many tools**: the tools are ranked by probability and the smallest set with the best
-  expected F1 is shown (``choose_tools``), so a task that needs two tools does not get eight; when
-  nothing in the task is known, the probabilities fall back to the base rates.
+- **How many tools, how many examples**: the tools are ranked by probability and the warm-up
+  with the best expected F-score is shown (``choose_tools``): the likeliest tools once each and
+  the surest one repeated, so a task that needs two tools does not get eight, and spare slots do
+  not go to doubtful tools. When nothing in the task is known, the probabilities are the base rates.
+- **What a user gave**: a placeholder the scrubber left (``<reservation_id_1>``) is one feature
+  naming its kind, so "the user gave a reservation id" is told apart from talk of a reservation.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import numpy as np
 
 from kindling.templates.model import Episode
 
-__all__ = ["TaskEvidence", "choose_tools", "features", "words"]
+__all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "words"]
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
+# A scrubbed value ("<reservation_id_1>", "<email_2>"): its kind is one feature, "reservation_id:given".
+_PLACEHOLDER_RE = re.compile(r"<([a-z][a-z]*(?:_[a-z]+)*)_\d+>")
 _STOPWORDS = frozenset(
     "a an and are as at be but by do for from has have how i if in into is it its me my of on or "  # noqa: SIM905
     "our please so that the their then there these this to up us was we what when where which "
@@ -44,8 +49,9 @@ _SUFFIXES = ("ing", "ed", "es", "s")
 L2 = 0.1  # ridge strength of the per-tool models: weak, so one telling word in a long request counts
 _ITERATIONS = 300
 _STEP = 2.0
-_CONVERGED = 1e-4  # stop once no weight moves more than this in a step
-RECALL_WEIGHT = 1.5  # F-beta's beta in choose_tools: recall counts more than precision
+_CONVERGED = 1e-4
+_NEGLIGIBLE = 1e-3  # choose_tools considers no tool less likely than this  # stop once no weight moves more than this in a step
+RECALL_WEIGHT = 1.3  # F-beta's beta in choose_tools: recall counts more than precision
 MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a first warm-up stays quick
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
@@ -59,8 +65,21 @@ def _stem(word: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Return the stemmed content words of ``text``, in order."""
-    return [_stem(w) for w in _WORD_RE.findall(text.lower()) if len(w) > 1 and w not in _STOPWORDS]
+    """Return the stemmed content words of ``text``, in order, then the kinds of detail it gives.
+
+    A placeholder the scrubber left ("<reservation_id_1>") is one word naming its kind
+    ("reservation_id:given"): that the user gave a reservation id tells which tools the task needs,
+    where its parts alone ("reservation", "1") read like any mention of a reservation.
+    """
+    text = text.lower()
+    found = [
+        _stem(w)
+        for w in _WORD_RE.findall(_PLACEHOLDER_RE.sub(" ", text))
+        if len(w) > 1 and w not in _STOPWORDS
+    ]
+    if "<" in text:
+        found.extend(f"{kind}:given" for kind in _PLACEHOLDER_RE.findall(text))
+    return found
 
 
 def features(text: str) -> set[str]:
@@ -254,23 +273,91 @@ def _fit_logistic(x: _Sparse, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return weights, bias
 
 
-def choose_tools(probabilities: dict[str, float], slots: int) -> list[str]:
-    """Return the tools to show: the most probable first, as many as maximise the expected F-score.
+@dataclass(frozen=True)
+class Choice:
+    """What a warm-up shows: these tools (most probable first) in this many examples in all."""
 
-    With tools ranked by probability p, showing the top k gives an expected F-beta of about
-    (1 + b²) * sum(p[:k]) / (k + b² * min(sum(p), slots)) (recall counted against at most ``slots``
-    tools); the best k is taken, so weak evidence adds no tool. ``RECALL_WEIGHT`` (b) leans towards
-    recall: a tool the task needs and the agent was not shown costs more than one example too many.
-    Ties go by tool name.
+    tools: list[str]
+    examples: int
+
+
+def choose_tools(probabilities: dict[str, float], slots: int, available: int | None = None) -> Choice:
+    """Return the tools to show and how many examples: the best expected F-score under the models.
+
+    The candidates are the ``k`` most probable tools shown once each, plus ``n - k`` more examples
+    of the surest one, for every ``k <= n <= slots`` (at most ``available`` examples of the surest
+    tool in all, when given). Each is scored by its exact expected F-beta
+    when each tool is needed with its probability, independently: recall is the share of the needed
+    tools shown (out of at most ``slots``), precision the share of examples whose tool is needed
+    (``_expected_f``). Weak evidence adds no tool, and a further example of the surest tool is
+    shown only while it raises the expected score. ``RECALL_WEIGHT`` (beta) leans towards recall: a
+    tool the task needs and the agent was not shown costs more than an example too many. Ties go
+    by tool name, then to fewer examples.
     """
     ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
+    ranked = [(t, min(max(p, 0.0), 1.0)) for t, p in ranked]
+    if not ranked or slots < 1:
+        return Choice([], 0)
+    # Distribution of how many of the tools from position i on are needed, capped at ``slots``.
+    beyond = [[1.0] + [0.0] * slots]
+    for _tool, p in reversed(ranked):
+        beyond.append(_add_tool(beyond[-1], p))
+    beyond.reverse()
+    best = (-1.0, 1, 1)
+    among = [1.0]  # how many of ranked[1:k] are needed
+    for k in range(1, min(slots, len(ranked)) + 1):
+        if k > 1:
+            if ranked[k - 1][1] < _NEGLIGIBLE:
+                break  # so unlikely a tool cannot raise the score; the ones below it are less likely
+            among = _add_tool(among, ranked[k - 1][1], cap=k)
+        most = slots if available is None else min(slots, k - 1 + max(1, available))
+        scores = _expected_f(ranked[0][1], among, beyond[k], k, most, slots)
+        n = int(np.argmax(scores))  # the first best: ties go to fewer examples
+        if scores[n] > best[0] + 1e-12:
+            best = (float(scores[n]), k, k + n)
+    return Choice([t for t, _p in ranked[: best[1]]], best[2])
+
+
+def _add_tool(distribution: list[float], p: float, cap: int | None = None) -> list[float]:
+    """Return the count distribution after one more tool needed with probability ``p``
+    (counts at or above the last index are lumped into it unless ``cap`` grows the list)."""
+    if cap is not None and len(distribution) < cap:
+        distribution = [*distribution, 0.0]
+    out = [q * (1.0 - p) for q in distribution]
+    for m in range(len(distribution) - 1):
+        out[m + 1] += distribution[m] * p
+    out[-1] += distribution[-1] * p
+    return out
+
+
+def _expected_f(
+    first: float, among: list[float], beyond: list[float], k: int, most: int, slots: int
+) -> np.ndarray:
+    """Expected F-beta of showing the ``k`` most probable tools once each and the surest one
+    ``n - k`` more times, for each ``n`` from ``k`` to ``most``.
+
+    ``first`` is the surest tool's probability, ``among`` the distribution of how many of the other
+    shown tools are needed and ``beyond`` of how many tools not shown are (capped at ``slots``).
+    """
     weight = RECALL_WEIGHT * RECALL_WEIGHT
-    expected = min(sum(probabilities.values()), float(slots))
-    best: tuple[float, int] = (0.0, 0)
-    total = 0.0
-    for k, (_tool, p) in enumerate(ranked[:slots], start=1):
-        total += p
-        score = (1 + weight) * total / (k + weight * expected) if k + expected else 0.0
-        if score > best[0] + 1e-12:
-            best = (score, k)
-    return [tool for tool, _p in ranked[: best[1]]]
+    # Every outcome: is the surest tool needed (a), how many others shown are (h), how many not shown are (m).
+    a = np.array([1.0, 0.0])[:, None, None]
+    h = np.arange(len(among), dtype=np.float64)[None, :, None]
+    m = np.arange(len(beyond), dtype=np.float64)[None, None, :]
+    chance = (
+        np.array([first, 1.0 - first])[:, None, None]
+        * np.asarray(among)[None, :, None]
+        * np.asarray(beyond)[None, None, :]
+    )
+    hits = a + h
+    recall = np.divide(hits, np.minimum(hits + m, slots), out=np.zeros_like(chance), where=hits > 0)
+    shown = np.arange(k, most + 1, dtype=np.float64)[:, None, None, None]
+    precision = (h + a * (1.0 + shown - k)) / shown
+    denominator = weight * precision + recall
+    f = np.divide(
+        (1 + weight) * precision * recall,
+        denominator,
+        out=np.zeros(np.broadcast_shapes(precision.shape, recall.shape)),
+        where=denominator > 0,
+    )
+    return (f * chance).sum(axis=(1, 2, 3))

@@ -2,9 +2,9 @@
 
 For a template with episodes (successful past tasks), the past tasks most similar to the new task
 and per-tool models learned from all of them decide (``kindling.warmup.evidence``): the tools
-shown are the smallest set with the best expected F1 under those models (only tools the agent
-has), one example each from the most similar past task that used it, then more calls of those
-tools from the most similar past tasks, in their order. Templates without episodes (legacy files)
+and the number of examples with the best expected F-score under those models (only tools the
+agent has); one example of each tool from the most similar past task that used it, then more of
+the surest tool, from the most similar past tasks first. Templates without episodes (legacy files)
 fall back to ranking their examples by BM25 relevance and variety (``rank_examples``).
 
 ``--auto`` picks the template whose past tasks fit the task best (``template_fit``); the task
@@ -27,7 +27,6 @@ from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_example
 __all__ = ["Plan", "choose_template", "evidence_for", "plan_examples", "template_fit", "why_template"]
 
 SIMILAR_LIMIT = 20
-MAJORITY = 0.5
 _FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
 _REQUEST_PREVIEW = 160
 
@@ -76,6 +75,46 @@ def evidence_for(template: Template) -> TaskEvidence:
     while len(_BY_LIST) > _CACHE_SIZE:
         _BY_LIST.popitem(last=False)
     return found
+
+
+_CALLS: OrderedDict[tuple[int, int], tuple[list[Any], list[Any], int, list[list[tuple[str, int]]]]] = (
+    OrderedDict()
+)
+
+
+def _calls_of(template: Template) -> list[list[tuple[str, int]]]:
+    """Return per episode its calls that are usable examples: (tool, example index), in order (cached).
+
+    A step is its session, its message and its tool: calls made side by side in one message share
+    the message's position, and each finds its own tool's example. Failed examples are left out.
+    """
+    examples, episodes = template.examples, template.episodes
+    key = (id(examples), id(episodes))
+    seen = _CALLS.get(key)
+    if (
+        seen is not None
+        and seen[0] is examples
+        and seen[1] is episodes
+        and seen[2] == len(examples) + len(episodes)
+    ):
+        return seen[3]
+    linked = {
+        (e.session_id, e.position, e.tool_name): i
+        for i, e in enumerate(examples)
+        if e.outcome is not OutcomeStatus.FAILED
+    }
+    calls = [
+        [
+            (step.tool_name, linked[call])
+            for step in episode.steps
+            if (call := (episode.session_id, step.position, step.tool_name)) in linked
+        ]
+        for episode in episodes
+    ]
+    _CALLS[key] = (examples, episodes, len(examples) + len(episodes), calls)
+    while len(_CALLS) > _CACHE_SIZE:
+        _CALLS.popitem(last=False)
+    return calls
 
 
 _SCRUBBERS: dict[int, tuple[Any, Any]] = {}
@@ -140,16 +179,12 @@ def plan_examples(
     known_as = as_past_tasks_are_known(task)
     probabilities = {t: p for t, p in evidence.probabilities(known_as, allowed).items() if t in by_tool}
     similar = evidence.similar(known_as, SIMILAR_LIMIT)
-    if similar or evidence.known(known_as):
-        chosen = choose_tools(probabilities, max_examples)
-    else:
-        # Nothing in the task is known: the tools most past tasks used (at least the commonest).
-        ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
-        chosen = [t for t, p in ranked if p >= MAJORITY][:max_examples] or [t for t, _ in ranked[:1]]
+    # When nothing in the task is known the models give the base rates: the tools most past tasks used.
+    ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
+    choice = choose_tools(probabilities, max_examples, len(by_tool[ranked[0][0]]) if ranked else None)
+    chosen = choice.tools
     episodes = template.episodes
-    # A step is its session, its message and its tool: calls made side by side in one message
-    # share the message's position, and each must find its own tool's example.
-    linked = {(examples[i].session_id, examples[i].position, examples[i].tool_name): i for i in usable}
+    calls = _calls_of(template)
     opening = evidence.openings
     taken: list[int] = []
     used_from: dict[int, Similar] = {}
@@ -159,44 +194,30 @@ def plan_examples(
         if source is not None:
             used_from.setdefault(source.index, source)
 
-    chosen_set = set(chosen)
     # One example of every chosen tool first, from the most similar past task that used it.
     for tool in chosen:
-        pick: tuple[int, Similar | None] | None = None
-        for s in similar:
-            for step in episodes[s.index].steps:
-                index = linked.get((episodes[s.index].session_id, step.position, step.tool_name))
-                if step.tool_name == tool and index is not None and index not in taken:
-                    pick = (index, s)
-                    break
-            if pick is not None:
-                break
+        pick: tuple[int, Similar | None] | None = next(
+            ((i, s) for s in similar for name, i in calls[s.index] if name == tool and i not in taken), None
+        )
         if pick is None:
             spare = next((i for i in by_tool.get(tool, ()) if i not in taken), None)
             if spare is not None:
                 pick = (spare, None)
         if pick is not None:
             take(*pick)
-    # Then more calls of those tools from the most similar past tasks: the surest tools first,
-    # then the more similar task, then the call's place in it.
-    more = []
-    for rank, s in enumerate(similar):
-        for step in episodes[s.index].steps:
-            index = linked.get((episodes[s.index].session_id, step.position, step.tool_name))
-            if step.tool_name in chosen_set and index is not None and index not in taken:
-                more.append((-round(probabilities[step.tool_name], 3), rank, step.position, index, s))
-    # A further example is worth its tokens only while it is likelier to be of a tool the task
-    # needs than the examples already taken are on average: below that it only dilutes them.
-    sure = sum(probabilities.get(examples[i].tool_name, 0.0) for i in taken)
-    for *_order, index, s in sorted(more, key=lambda m: m[:3]):
-        if len(taken) >= max_examples:
-            break
-        p = probabilities[examples[index].tool_name]
-        if taken and p < sure / len(taken) - 1e-9:
-            break  # sorted surest first: no later one is likelier
-        if index not in taken:
-            take(index, s)
-            sure += p
+    # Then more examples of the surest tool, as many as the expected score asked for: its calls in
+    # the most similar past tasks first, in their order, then the template's other examples of it.
+    if chosen:
+        surest = chosen[0]
+        more: list[tuple[int, Similar | None]] = [
+            (i, s) for s in similar for name, i in calls[s.index] if name == surest
+        ]
+        more.extend((i, None) for i in by_tool[surest])
+        for index, source in more:
+            if len(taken) >= choice.examples:
+                break
+            if index not in taken:
+                take(index, source)
     candidates = [Shown(examples[i], opening.get(examples[i].session_id, "")) for i in taken]
     past = [
         {
