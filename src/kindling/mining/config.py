@@ -299,6 +299,44 @@ DEFAULT_PERSONAL_PATTERNS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# What a text must hold for each default pattern to match in it (kindling.mining.hints): texts
+# without it are not scanned with that pattern, which is most of what scrubbing kept examples costs.
+# One hint per pattern, in the patterns' order; each is a piece every match contains.
+_NAME_PAIR = ("match", r"[a-z] [A-Z][a-z]")  # the "{_NAME} {_NAME}" of a first and last name
+_DIGITS_5 = ("match", r"\s\d{5}")  # the space before a zip code
+_PERSONAL_HINTS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "email": (("text", ("@",)),),
+    "phone": (("match", r"\d{3}[ .-]\d{4}"), ("text", ("+",))),
+    "card_number": (("match", r"[2-6]\d{3}"), ("word", ("ending",)), ("word", ("last",))),
+    "user_id": (("match", r"_[a-z]+_\d{4}"), ("word", ("user", "customer", "member", "my"))),
+    "order_id": (("text", ("#",)), ("word", ("order",))),
+    "payment_id": (("match", r"_\d{4}"),),
+    "reservation_id": (("word", ("reservation", "booking", "confirmation")),),
+    "address": (("match", r"\d\s"), ("text", ("Suite", "Apt", "Apartment", "Unit"))),
+    "zip": (_DIGITS_5, _DIGITS_5, ("word", ("zip", "post"))),
+    "date_of_birth": (("word", ("born", "date", "dob", "birth")),),
+    "name": (("text", ("ame",)), ("text", ("ame",)), *(_NAME_PAIR,) * 6),
+}
+_SECRET_HINTS: tuple[tuple[str, Any], ...] = (
+    ("text", ("-----BEGIN ",)),
+    ("text", ("sk-",)),
+    ("match", r"gh[pousr]_|github_pat_"),
+    ("text", ("AKIA", "ASIA")),
+    ("text", ("xox",)),
+    ("text", ("AIza",)),
+    ("word", ("bearer",)),
+    ("text", ("://",)),
+    *(("word", ("api", "secret", "access", "token", "pass", "pwd")),) * 3,
+)
+DEFAULT_PATTERN_HINTS: dict[str, tuple[str, Any]] = {
+    **{
+        pattern: hint
+        for kind, patterns in DEFAULT_PERSONAL_PATTERNS.items()
+        for pattern, hint in zip(patterns, _PERSONAL_HINTS[kind], strict=True)
+    },
+    **dict(zip(DEFAULT_SECRET_PATTERNS, _SECRET_HINTS, strict=True)),
+}
+
 DEFAULT_SKIP_END_REASONS: tuple[str, ...] = ("error", "errored", "failed", "failure", "crashed", "exception")
 
 

@@ -37,6 +37,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+from kindling.mining.hints import hint_for, lowered
+
 __all__ = ["CONTENT_FIELDS", "PersonalDataScrubber", "normalize_key"]
 
 T = TypeVar("T")
@@ -96,8 +98,12 @@ class PersonalDataScrubber:
         self.patterns = {kind: tuple(items) for kind, items in patterns.items()}
         self._exact = {normalize_key(k): v for k, v in self.keys.items() if not _is_glob(k)}
         self._globs = tuple((normalize_key(k), v) for k, v in self.keys.items() if _is_glob(k))
+        # (type, expression, whether it has a "value" group, its hint or None): see _scan.
         self._regexes = tuple(
-            (kind, re.compile(pattern)) for kind, items in self.patterns.items() for pattern in items
+            (kind, regex, "value" in regex.groupindex, hint_for(pattern))
+            for kind, items in self.patterns.items()
+            for pattern in items
+            for regex in (re.compile(pattern),)
         )
         self._key_cache: dict[str, str | None] = {}
 
@@ -306,8 +312,10 @@ class Placeholders:
     def _scan(self, text: str) -> None:
         if not text or not self.scanning:
             return
-        for kind, regex in self._scrubber._regexes:
-            has_group = "value" in regex.groupindex
+        lower = lowered(text)
+        for kind, regex, has_group, hint in self._scrubber._regexes:
+            if hint is not None and not hint(text, lower):
+                continue  # the pattern cannot match here (kindling.mining.hints)
             for match in regex.finditer(text):
                 found = match.group("value") if has_group else match.group(0)
                 if not found or (kind == "card_number" and not _card_ok(found)):

@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from kindling.mining.hints import hint_for, lowered
+
 REDACTED = "[REDACTED]"
 
 
@@ -26,15 +28,27 @@ class SecretRedactor:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns = tuple(patterns)
-        self._regexes = tuple(re.compile(pattern) for pattern in self.patterns)
+        # (expression, replacement, hint or None): a text without a pattern's hint is not scanned.
+        self._regexes = tuple(
+            (
+                regex,
+                _keep_around_secret if "secret" in regex.groupindex else REDACTED,
+                hint_for(pattern),
+            )
+            for pattern in self.patterns
+            for regex in (re.compile(pattern),)
+        )
 
     def text(self, value: str) -> str:
         """Return ``value`` with every secret the patterns find replaced."""
-        for regex in self._regexes:
-            if "secret" in regex.groupindex:
-                value = regex.sub(_keep_around_secret, value)
-            else:
-                value = regex.sub(REDACTED, value)
+        lower = lowered(value)
+        for regex, replacement, hint in self._regexes:
+            if hint is not None and not hint(value, lower):
+                continue  # the pattern cannot match here (kindling.mining.hints)
+            replaced = regex.sub(replacement, value)
+            if replaced != value:
+                value = replaced
+                lower = lowered(value)
         return value
 
     def value(self, value: Any) -> Any:

@@ -1,0 +1,66 @@
+"""Rule a pattern out before the regex engine scans a text with it.
+
+Kept examples are scanned with about thirty personal-data and credential patterns (see
+``kindling.mining.personal`` and ``kindling.mining.redact``). Most of them start with a look-behind
+or a word boundary, which leaves Python's regex engine no literal to skip ahead to: it tries every
+position of every text, for every pattern. A *hint* is something a text must contain for its
+pattern to match anywhere in it, which costs a substring search instead. A text without it is not
+scanned with that pattern; the results are the same, only cheaper.
+
+Hints are data, written beside the default patterns they belong to
+(``kindling.mining.config.DEFAULT_PATTERN_HINTS``); a pattern without one (the user's own) is always
+scanned. A hint is one of:
+
+* ``("text", (a, b, ...))``: the text contains ``a`` or ``b`` ... (case as written);
+* ``("word", (a, b, ...))``: the text contains one of them ignoring case (for a case-insensitive
+  pattern; the words are lower case). Only ASCII texts are ruled out this way: under Unicode case
+  folding a non-ASCII character can match an ASCII letter (the Kelvin sign matches "k");
+* ``("match", expression)``: ``expression`` (a piece every match of the pattern contains, starting
+  with a literal or a character class so the engine can skip ahead) is found in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+#: ``check(text, lowered)`` is False when the pattern cannot match ``text``; ``lowered`` is
+#: ``text.lower()`` for an ASCII text, else None (see ``lowered``).
+HintCheck = Callable[[str, "str | None"], bool]
+
+
+def lowered(text: str) -> str | None:
+    """Return what ``("word", ...)`` hints look in: ``text`` in lower case when it is ASCII, else None."""
+    return text.lower() if text.isascii() else None
+
+
+def compile_hint(spec: tuple[str, Any]) -> HintCheck:
+    """Return the check of one hint (see the module docstring). Raises ValueError for an unknown kind."""
+    kind, value = spec
+    if kind == "text":
+        needles = tuple(value)
+        return lambda text, _lower: any(needle in text for needle in needles)
+    if kind == "word":
+        words = tuple(value)
+        return lambda _text, lower: lower is None or any(word in lower for word in words)
+    if kind == "match":
+        search = re.compile(value).search
+        return lambda text, _lower: search(text) is not None
+    raise ValueError(f"unknown hint kind {kind!r}")
+
+
+def hint_for(pattern: str) -> HintCheck | None:
+    """Return the check of a default pattern's hint, or None when ``pattern`` has none.
+
+    The checks are compiled once per process and shared by every scrubber and redactor.
+    """
+    global _DEFAULT
+    if _DEFAULT is None:
+        from kindling.mining.config import DEFAULT_PATTERN_HINTS
+
+        _DEFAULT = {text: compile_hint(spec) for text, spec in DEFAULT_PATTERN_HINTS.items()}
+    return _DEFAULT.get(pattern)
+
+
+_DEFAULT: dict[str, HintCheck] | None = None
