@@ -279,9 +279,18 @@ def test_unserialisable_message_is_an_error_result_not_a_raise(fake_openai: Fake
 
 def test_calls_that_arrive_after_cancel_are_never_executed(fake_openai: FakeOpenAI) -> None:
     executed: list[tuple[str, dict[str, Any]]] = []
-    fake_openai.script = [{"fault": "delay", "seconds": 0.5}, tool_call("memory", {"action": "add"}, "late")]
     cancel = threading.Event()
-    threading.Timer(0.1, cancel.set).start()
+    # The answer is held until the run is cancelled, and the run is cancelled once the request
+    # arrived (not after a fixed time, which a loaded machine can spend before sending it).
+    fake_openai.script = [{"fault": "wait", "until": cancel}, tool_call("memory", {"action": "add"}, "late")]
+
+    def cancel_once_asked() -> None:
+        deadline = time.monotonic() + 10
+        while not fake_openai.chat_requests() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_asked, daemon=True).start()
     result = run(
         [{"role": "user", "content": "x"}],
         runtime=_runtime(fake_openai),
