@@ -22,13 +22,15 @@ from kindling.mining.patterns import (
     DEFAULT_CONTEXT_CHARS,
     DEFAULT_MIN_MESSAGES,
     DEFAULT_RESULT_CHARS,
+    canonical_arguments,
+)
+from kindling.mining.passes import (
     PartialMining,
     _as_patterns,
     _filter_reason,
     _jsonable,
     _pair_without_id,
     _Pending,
-    canonical_arguments,
     truncate,
     _KEY_CACHE_ENTRIES,
     _OK,
@@ -48,7 +50,8 @@ from kindling.sessions.convert import (
     unwrap_untrusted,
 )
 from kindling.sessions.files import epoch
-from kindling.sessions.hermes import _METADATA_COLUMNS, _PARENT_END
+from kindling.sessions.hermes import _METADATA_COLUMNS
+from kindling.sessions.hermes import PARENT_END as _PARENT_END
 from kindling.sessions.model import ROLES, Message, ReadReport, Session, ToolCall, _MessageInit, new_tool_call
 from kindling.sessions.skips import COMPACTION_COPY, COMPACTION_SUMMARY
 

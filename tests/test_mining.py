@@ -489,7 +489,7 @@ def test_one_shared_arguments_object_keys_by_tool_and_by_content() -> None:
 
 
 def test_more_distinct_arguments_than_the_key_cache_holds() -> None:
-    from kindling.mining.patterns import _KEY_CACHE_ENTRIES
+    from kindling.mining.passes import _KEY_CACHE_ENTRIES
 
     distinct = _KEY_CACHE_ENTRIES + 50
     messages: list[Message] = [Message(role="user", content="run them")]

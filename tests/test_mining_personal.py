@@ -182,7 +182,7 @@ def test_paths_commands_and_code_are_left_alone(text: str) -> None:
 
 
 def test_a_value_cut_short_by_truncation_is_still_replaced() -> None:
-    from kindling.mining.patterns import truncate
+    from kindling.mining.passes import truncate
 
     result = truncate('{"note": "x", "user_id": "sophia_martin_4574", "more": "y"}', 37)
     assert result.startswith('{"note": "x", "user_id": "sophia_mart\n…[truncated')

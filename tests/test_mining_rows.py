@@ -143,15 +143,17 @@ rows = st.tuples(
 )
 
 
-def write_database(path: Path, messages: list[Any]) -> None:
+def write_database(path: Path, messages: list[Any], *, compaction: bool = True) -> None:
+    """Write ``messages`` to a Hermes-shaped database; without ``compaction``, as Hermes versions
+    before in-place compaction (no active/compacted columns, every row live)."""
     conn = sqlite3.connect(path)
+    flags = ", active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0" if compaction else ""
     conn.executescript(
-        """
+        f"""
         CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL, started_at REAL NOT NULL,
           ended_at REAL, end_reason TEXT, parent_session_id TEXT, model TEXT);
         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,
-          tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL, reasoning TEXT,
-          active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0);
+          tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL, reasoning TEXT{flags});
         INSERT INTO sessions VALUES ('s1', 'cli', 3.0, NULL, 'compression', NULL, 'm');
         INSERT INTO sessions VALUES ('s2', 'telegram', 1.0, NULL, NULL, 's1', 'm');
         INSERT INTO sessions VALUES ('s3', 'cli', 2.0, NULL, 'error', 's2', NULL);
@@ -159,6 +161,15 @@ def write_database(path: Path, messages: list[Any]) -> None:
         """
     )
     for index, (session, role, content, call_id, calls, (active, compacted)) in enumerate(messages):
+        if not compaction:
+            if not active:
+                continue  # a row that would not be read anyway
+            conn.execute(
+                "INSERT INTO messages (id, session_id, role, content, tool_call_id, tool_calls, tool_name,"
+                " timestamp) VALUES (?, ?, ?, ?, ?, ?, 'terminal', ?)",
+                (index + 1, session, role, content, call_id, calls, float(index)),
+            )
+            continue
         conn.execute(
             "INSERT INTO messages (id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,"
             " active, compacted) VALUES (?, ?, ?, ?, ?, ?, 'terminal', ?, ?, ?)",
@@ -172,10 +183,11 @@ def write_database(path: Path, messages: list[Any]) -> None:
 @given(st.lists(rows, max_size=40))
 def test_generated_databases_mine_as_before(messages: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as monkeypatch:
-        path = Path(folder) / "state.db"
-        write_database(path, messages)
-        for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 1}, {"max_examples": 0}):
-            assert current(path, **filters) == reference(path, monkeypatch, **filters)
+        for compaction in (True, False):
+            path = Path(folder) / f"state-{compaction}.db"
+            write_database(path, messages, compaction=compaction)
+            for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 1}, {"max_examples": 0}):
+                assert current(path, **filters) == reference(path, monkeypatch, **filters)
 
 
 # ------------------------------------------------------------------------- development data

@@ -20,13 +20,13 @@ from kindling.mining.config import (
 from kindling.mining.model import Example, Outcome, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier, classify_outcome
 from kindling.mining.parallel import default_workers, mine_source, mine_sources
+from kindling.mining.passes import truncate
 from kindling.mining.patterns import (
     MiningResult,
     canonical_arguments,
     compute_stats,
     mine,
     personal_data_scrubber,
-    truncate,
 )
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor

@@ -10,49 +10,26 @@ never with the number of sessions read.
 
 from __future__ import annotations
 
-import fnmatch
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from kindling.mining.config import MiningConfig, load_mining_config
+from kindling.mining.hermes_rows import assemble_and_mine
 from kindling.mining.model import Example, OutcomeStatus
-from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.passes import MiningPass, PartialMining, canonical_key, mine_rows
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
-from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
-from kindling.mining.tasktype import TaskClassifier
-from kindling.sessions.model import ReadReport, Session, ToolCall, session_rows
+from kindling.mining.stats import COHORTS, MiningStats
+from kindling.sessions.model import ReadReport, Session, SessionStream, ToolCall, session_rows
 
 DEFAULT_MIN_MESSAGES = 20
 DEFAULT_MAX_EXAMPLES = 100
 DEFAULT_RESULT_CHARS = 2000
 DEFAULT_CONTEXT_CHARS = 1000
-
-_OK = OutcomeStatus.OK
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-# An open call: the call, its message index, the request before it, and its (cohort, tool) tally.
-_Pending = tuple[ToolCall, int, str, list[int]]
-_FAILED = OutcomeStatus.FAILED
-_KEY_CACHE_ENTRIES = 1024
-
-
-def truncate(text: str, limit: int) -> str:
-    """Return ``text`` cut to ``limit`` characters plus a visible marker saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n…[truncated {len(text) - limit} of {len(text)} chars]"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
 
 
 def canonical_arguments(call: ToolCall) -> bytes:
@@ -61,10 +38,7 @@ def canonical_arguments(call: ToolCall) -> bytes:
     Parsed arguments become JSON with sorted keys; raw (non-JSON) arguments keep their text with
     runs of whitespace collapsed, prefixed so they never collide with a JSON form.
     """
-    if call.raw_arguments is not None and not call.arguments:
-        return b"raw:" + " ".join(call.raw_arguments.split()).encode("utf-8")
-    args = call.arguments if isinstance(call.arguments, dict) else dict(call.arguments)
-    return orjson.dumps(args, option=_SORTED, default=_jsonable)
+    return canonical_key(call.arguments, call.raw_arguments)
 
 
 @dataclass
@@ -93,14 +67,6 @@ class MiningResult:
             "filtered": dict(sorted(self.filtered.items())),
             "examples": [example.model_dump(mode="json") for example in self.examples],
         }
-
-
-def _as_patterns(value: str | Collection[str] | None) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
 
 
 def mine(
@@ -181,20 +147,6 @@ def check_limits(
         raise ValueError("result_chars and context_chars must be at least 1")
 
 
-@dataclass
-class PartialMining:
-    """What one pass of ``mine`` saw before ranking: the unit parallel mining merges.
-
-    ``kept`` maps (tool, canonical arguments) to the group's slot (see ``mine_partial``) in order
-    of first occurrence; ``stats`` has its per-(cohort, tool) tally but no totals yet.
-    """
-
-    stats: MiningStats
-    filtered: Counter[str]
-    kept: dict[tuple[str, bytes], list[Any]]
-    mined: int
-
-
 def mine_partial(
     sessions: Iterable[Session],
     *,
@@ -215,189 +167,31 @@ def mine_partial(
     are not checked here (``check_limits``). Raises ConfigError on a bad ``mining.json``.
     """
     config = config if config is not None else load_mining_config()
-    classify = OutcomeClassifier(config.rules()).classify
-    # Sessions are typed by their calls here: the task-text keywords (one large expression to
-    # compile) are not needed.
-    tasks = TaskClassifier(config.families())
-    sources = _as_patterns(source_filter)
-    end_reasons = (
-        frozenset(r.lower() for r in skip_end_reasons)
-        if skip_end_reasons is not None
-        else config.end_reasons()
+    run = MiningPass(
+        config,
+        min_messages=min_messages,
+        max_sessions=max_sessions,
+        source_filter=source_filter,
+        skip_end_reasons=skip_end_reasons,
+        skip_zero_reward=skip_zero_reward,
+        skip_tools=skip_tools,
+        keep_examples=keep_examples,
+        result_chars=result_chars,
+        context_chars=context_chars,
     )
-    trivial = frozenset(skip_tools) if skip_tools is not None else config.trivial()
-    want_examples = keep_examples
-
-    stats = MiningStats()
-    filtered: Counter[str] = Counter()
-    skipped = stats.skipped
-    tally = stats.tally
-    # Per cohort, tool -> [calls, results, failures, unknown]: one lookup by name per call.
-    tallies: dict[str, dict[str, list[int]]] = {name: {} for name, _low, _high in COHORTS}
-    # (tool, canonical arguments) -> [count, last_seen, sequence, result, context, session_id, source,
-    # position, raw_arguments, rep_recency, none_rep]: plain lists, because this is touched for every
-    # successful call. Items 2-8 describe the representative occurrence; rep_recency is its
-    # session's start time; none_rep is items 2-8 of the group's last occurrence from a session
-    # without a start time (None if none), which merge_partials needs to pick the representative a
-    # single pass would have kept.
-    kept: dict[tuple[str, bytes], list[Any]] = {}
-    # id(arguments object) -> (the object, tool name, its key in ``kept``); bounded.
-    keys: dict[int, tuple[Any, str, tuple[str, bytes]]] = {}
-    mined = 0
-    unanswered = 0
-    dumps = orjson.dumps
-    classify_calls = tasks.classify_calls
-
-    # The filters are judged when examples are kept, and also in stats-only mode when
-    # ``max_sessions`` needs to know which sessions count as mined.
-    judge = want_examples or max_sessions is not None
     if max_sessions == 0:
         sessions = ()  # read nothing at all, not even one session
-    # Row form: a reader that holds its messages as tuples hands them over without building a
-    # Message per row (kindling.sessions.model.SessionStream); other sessions are converted.
-    for sequence, (session, messages) in enumerate(session_rows(sessions)):
-        count = len(messages)
-        cohort = cohort_of(count)
-        stats.sessions += 1
-        stats.messages += count
-        stats.cohort_sessions[cohort] += 1
-        stats.cohort_messages[cohort] += count
-        if session.reward is not None:
-            stats.count_reward(cohort, session.reward)
-
-        eligible = False
-        if judge:
-            reason = _filter_reason(session, count, min_messages, sources, end_reasons, skip_zero_reward)
-            if reason is not None:
-                filtered[reason] += 1
-            else:
-                mined += 1
-                eligible = want_examples
-        recency = session.started_at
-        session_id = session.id
-        session_source = session.source
-
-        # Every call of the session by id: its open entry until a result answers it, then None.
-        calls: dict[str, _Pending | None] = {}
-        opened = 0
-        foreign: set[str] = set()
-        names: list[str] = []
-        cohort_tally = tallies[cohort]
-        request = ""
-        for position, (role, content, tool_calls, call_id, tool_name, error, _stamp, _reasoning) in enumerate(
-            messages
-        ):
-            if role == "tool":
-                entry = calls.get(call_id) if call_id is not None else _pair_without_id(calls, tool_name)
-                if entry is None:
-                    if call_id in foreign:
-                        continue
-                    skipped["duplicate_result" if call_id in calls else "result_without_call"] += 1
-                    continue
-                call, call_position, call_request, counts = entry
-                calls[call.id] = None
-                opened -= 1
-                status = classify(call.name, content, error).status
-                counts[1] += 1
-                if status is not _OK:
-                    if status is _FAILED:
-                        counts[2] += 1
-                    else:
-                        counts[3] += 1
-                    if eligible:
-                        if call.name in trivial:
-                            filtered["trivial_tool"] += 1
-                        else:
-                            filtered["outcome_failed" if status is _FAILED else "outcome_unknown"] += 1
-                    continue
-                if not eligible:
-                    continue
-                name = call.name
-                if name in trivial:
-                    filtered["trivial_tool"] += 1
-                    continue
-                args = call.arguments
-                if type(args) is dict and args:
-                    # Readers share one parsed object between calls with the same argument text, so
-                    # the key is computed once per object. The entry holds the object, so its id
-                    # cannot be reused by another while the entry lives.
-                    cached = keys.get(id(args))
-                    if cached is not None and cached[0] is args and cached[1] == name:
-                        key = cached[2]
-                    else:
-                        canonical = dumps(args, option=_SORTED, default=_jsonable)
-                        # orjson's bytes keep a ~4 KB buffer; a right-sized copy keeps memory small.
-                        key = (name, bytes(memoryview(canonical)))
-                        if len(keys) >= _KEY_CACHE_ENTRIES:
-                            keys.clear()
-                        keys[id(args)] = (args, name, key)
-                else:
-                    key = (name, bytes(memoryview(canonical_arguments(call))))
-                slot = kept.get(key)
-                if slot is None:
-                    slot = kept[key] = [1, recency, 0, "", "", "", "", 0, None, None, None]
-                else:
-                    slot[0] += 1
-                    if recency is not None:
-                        if slot[1] is not None and recency < slot[1]:
-                            continue
-                        slot[1] = recency
-                # The newest occurrence speaks for the group: its result and request are current.
-                result_text = content or ""
-                if len(result_text) > result_chars:
-                    result_text = truncate(result_text, result_chars)
-                if len(call_request) > context_chars:
-                    call_request = truncate(call_request, context_chars)
-                # One slice store instead of eight item stores: this runs for every kept call.
-                slot[2:10] = (
-                    sequence,
-                    result_text,
-                    call_request,
-                    session_id,
-                    session_source,
-                    call_position,
-                    call.raw_arguments if not args else None,
-                    recency,
-                )
-                if recency is None:
-                    slot[10] = slot[2:9]
-            elif role == "user":
-                if content:
-                    request = content
-                for call in tool_calls:
-                    foreign.add(call.id)
-                    skipped["user_tool_call"] += 1
-            elif tool_calls:
-                for call in tool_calls:
-                    call_id = call.id
-                    if call.requestor != "assistant":
-                        foreign.add(call_id)
-                        skipped["user_tool_call"] += 1
-                        continue
-                    # An id still waiting for its result is a duplicate; an id already answered
-                    # may be reused by a later turn (providers that number calls per turn, e.g.
-                    # "call_0"), and that later call is paired with the next result bearing it.
-                    if calls.get(call_id) is not None:
-                        skipped["duplicate_call_id"] += 1
-                        continue
-                    name = call.name
-                    found = cohort_tally.get(name)
-                    if found is None:
-                        found = cohort_tally[name] = [0, 0, 0, 0]
-                    found[0] += 1
-                    calls[call_id] = (call, position, request, found)
-                    opened += 1
-                    names.append(name)
-        unanswered += opened
-        stats.task_types[classify_calls(names).value if names else NO_TOOLS] += 1
-        if max_sessions is not None and mined >= max_sessions:
-            break
-
-    stats.calls_unanswered = unanswered
-    for cohort_name, by_tool in tallies.items():
-        for tool, counts in by_tool.items():
-            tally[(cohort_name, tool)] = counts
-    return PartialMining(stats=stats, filtered=filtered, kept=kept, mined=mined)
+    # A Hermes database is mined inside its reader's loop (kindling.mining.hermes_rows); other
+    # sessions in row form: a reader that holds its messages as tuples hands them over without
+    # building a Message per row (kindling.sessions.model.SessionStream), others are converted.
+    fused = sessions.assembled(assemble_and_mine(run)) if isinstance(sessions, SessionStream) else None
+    if fused is not None:
+        for stop in fused:
+            if stop:
+                break
+    else:
+        mine_rows(run, session_rows(sessions))
+    return run.partial()
 
 
 def finish(
@@ -536,33 +330,6 @@ def _merge_stats(into: MiningStats, other: MiningStats) -> None:
     into.tally = {
         (cohort, tool): counts for cohort, tools in by_cohort.items() for tool, counts in tools.items()
     }
-
-
-def _filter_reason(
-    session: Session,
-    count: int,
-    min_messages: int,
-    sources: tuple[str, ...] | None,
-    end_reasons: frozenset[str],
-    skip_zero_reward: bool,
-) -> str | None:
-    if count < min_messages:
-        return "too_short"
-    if sources is not None and not any(fnmatch.fnmatchcase(session.source or "", p) for p in sources):
-        return "source_filtered"
-    if session.end_reason and session.end_reason.lower() in end_reasons:
-        return "errored_session"
-    if skip_zero_reward and session.reward is not None and session.reward <= 0:
-        return "zero_reward"
-    return None
-
-
-def _pair_without_id(calls: dict[str, _Pending | None], name: str | None) -> _Pending | None:
-    # A result with no id answers the oldest open call of its tool (or the oldest open call).
-    for entry in calls.values():
-        if entry is not None and (name is None or entry[0].name == name):
-            return entry
-    return None
 
 
 def _example(key: tuple[str, bytes], slot: list[Any], redactor: SecretRedactor | None) -> Example:

@@ -95,7 +95,7 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
     "reasoning_content",
 )
 LEAN_COLUMNS = 5
-_LEAN_ROW = 2 + LEAN_COLUMNS
+LEAN_ROW = 2 + LEAN_COLUMNS
 # Session columns read after id. The first six fill Session fields; the rest go to metadata.
 SESSION_COLUMNS: tuple[str, ...] = (
     "source",
@@ -112,7 +112,7 @@ SESSION_COLUMNS: tuple[str, ...] = (
 )
 _METADATA_COLUMNS = SESSION_COLUMNS[6:]
 # After the session columns: the parent's end reason (is this a compression child?).
-_PARENT_END = 1 + len(SESSION_COLUMNS)
+PARENT_END = 1 + len(SESSION_COLUMNS)
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 _FETCH_SIZE = 2000
@@ -191,18 +191,31 @@ def read_hermes_sqlite(
             mode,
         ),
         on_rows=mode.lean_rows,
+        on_assemble=mode.assemble_with,
     )
 
 
 class _Mode:
-    """How a stream is consumed, known when its first row is read: lean when only mining reads it."""
+    """How a stream is consumed, known when its first row is read: lean when only mining reads it,
+    and by whose assembly (``assemble_rows`` unless the consumer brings its own)."""
 
     def __init__(self) -> None:
         self.lean = False
+        self.assemble: Callable[..., Iterator[Any]] | None = None
 
     def lean_rows(self) -> None:
         """The stream is read in row form: read only the columns mining needs."""
         self.lean = True
+
+    def assemble_with(self, assembler: Callable[..., Iterator[Any]]) -> None:
+        """The consumer runs ``assembler`` over the lean rows in place of ``assemble_rows``; rows then
+        end before ``compacted`` where the table has no such column."""
+        self.lean = True
+        self.assemble = assembler
+
+    def assembler(self) -> Callable[..., Iterator[Any]]:
+        """The assembly to run: the consumer's, else ``assemble_rows`` (looked up when the read starts)."""
+        return self.assemble if self.assemble is not None else assemble_rows
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:
@@ -259,9 +272,13 @@ def _select_lists(
     session_columns: dict[str, str],
     prompts: bool = False,
     lean: bool = False,
+    narrow: bool = False,
 ) -> tuple[str, str, str]:
     order = "id" if "id" in message_columns else "rowid"
     wanted = MESSAGE_COLUMNS[:LEAN_COLUMNS] if lean else MESSAGE_COLUMNS
+    if narrow and "compacted" not in message_columns:
+        # A consumer that takes rows without compacted (it comes last) need not fetch a NULL per row.
+        wanted = MESSAGE_COLUMNS[: LEAN_COLUMNS - 1]
     message_select = ", ".join(
         ["session_id", order, *(c if c in message_columns else "NULL" for c in wanted)]
     )
@@ -290,9 +307,12 @@ def _read_sqlite(
     prompts: bool = False,
     wal: WalFiles | None = None,
     mode: _Mode | None = None,
-) -> Iterator[SessionRows]:
+) -> Iterator[Any]:
     lean = mode is not None and mode.lean
-    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts, lean)
+    narrow = mode is not None and mode.assemble is not None
+    message_select, session_select, order = _select_lists(
+        message_columns, session_columns, prompts, lean, narrow
+    )
     live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
@@ -305,8 +325,9 @@ def _read_sqlite(
     )
     session_pages = session_rows.pages("id", None)
     parents = _sqlite_parent_calls(connections[1], live, order)
+    assemble = mode.assembler() if mode is not None else assemble_rows
     try:
-        yield from assemble_rows(
+        yield from assemble(
             itertools.chain.from_iterable(message_pages),
             itertools.chain.from_iterable(session_pages),
             report,
@@ -586,6 +607,7 @@ def read_hermes_postgres(
             conn, label, message_columns, session_columns, report, session_id, shard, prompts, mode
         ),
         on_rows=mode.lean_rows,
+        on_assemble=mode.assemble_with,
     )
 
 
@@ -643,11 +665,14 @@ def _read_postgres(
     shard: tuple[Any, Any] | None = None,
     prompts: bool = False,
     mode: _Mode | None = None,
-) -> Iterator[SessionRows]:
+) -> Iterator[Any]:
     import psycopg
 
     lean = mode is not None and mode.lean
-    message_select, session_select, order = _select_lists(message_columns, session_columns, prompts, lean)
+    narrow = mode is not None and mode.assemble is not None
+    message_select, session_select, order = _select_lists(
+        message_columns, session_columns, prompts, lean, narrow
+    )
     if order == "rowid":
         order = "ctid"
         message_select = message_select.replace(", rowid,", ", ctid,", 1)
@@ -675,10 +700,9 @@ def _read_postgres(
     def parents(parent_id: Any) -> dict[str, ToolCall]:
         return _calls_by_id(parent_id, conn.execute(parent_sql, (parent_id,)).fetchall())
 
+    assemble = mode.assembler() if mode is not None else assemble_rows
     try:
-        yield from assemble_rows(
-            message_rows, session_rows, report, key=_text_order_key, parent_calls=parents
-        )
+        yield from assemble(message_rows, session_rows, report, key=_text_order_key, parent_calls=parents)
     except psycopg.Error as exc:
         report.skip(DATABASE_ERROR)
         raise SourceError(f"Cannot finish reading {label}: {str(exc).strip()}", path=label) from exc
@@ -860,13 +884,13 @@ def assemble_rows(
     for row in message_rows:
         # Rows are (session_id, order, *MESSAGE_COLUMNS), or only the lean part of it (mining):
         # the slice of a lean row is the row itself.
-        session_key, order, role, content, call_id, raw_calls, compacted = row[:_LEAN_ROW]
+        session_key, order, role, content, call_id, raw_calls, compacted = row[:LEAN_ROW]
         if session_key != current:
             # Every row of a read has the same shape: judged once per session, not per row.
-            lean = len(row) == _LEAN_ROW
+            lean = len(row) == LEAN_ROW
             if current_row is not None:
                 report.add_counted(len(messages), calls_seen, results_seen)
-                yield _session(current_row), messages
+                yield session_from_row(current_row), messages
             messages = []
             append = messages.append
             known = set()
@@ -881,12 +905,12 @@ def assemble_rows(
                 target = key(session_key)
                 while pending is not None and key(pending[0]) < target:
                     report.add_counted(0, 0, 0)
-                    yield _session(pending), []
+                    yield session_from_row(pending), []
                     pending = next(sessions, None)
                 if pending is not None and pending[0] == session_key:
                     current_row = pending
                     pending = next(sessions, None)
-                    if parent_calls is not None and current_row[_PARENT_END] == "compression":
+                    if parent_calls is not None and current_row[PARENT_END] == "compression":
                         earlier = dict(parent_calls(current_row[6]))
         if current_row is None:
             report.skip(MESSAGE_WITHOUT_SESSION)
@@ -996,7 +1020,7 @@ def assemble_rows(
         if lean:
             append((role, content, calls, call_id, None, None, None, None))
             continue
-        tool_name, stamp, reasoning, reasoning_content = row[_LEAN_ROW:]
+        tool_name, stamp, reasoning, reasoning_content = row[LEAN_ROW:]
         if stamp is not None and type(stamp) is not float:
             stamp = epoch(stamp)
         if not reasoning:
@@ -1006,10 +1030,10 @@ def assemble_rows(
         append((role, content, calls, call_id, tool_name, None, stamp, reasoning))
     if current_row is not None:
         report.add_counted(len(messages), calls_seen, results_seen)
-        yield _session(current_row), messages
+        yield session_from_row(current_row), messages
     while pending is not None:
         report.add_counted(0, 0, 0)
-        yield _session(pending), []
+        yield session_from_row(pending), []
         pending = next(sessions, None)
 
 
@@ -1022,7 +1046,7 @@ def _text_of(value: Any) -> str | None:
 _NO_SESSION = object()
 
 
-def _session(row: Sequence[Any]) -> Session:
+def session_from_row(row: Sequence[Any]) -> Session:
     """The session of a session row, without its messages."""
     metadata = {
         name: value for name, value in zip(_METADATA_COLUMNS, row[7:], strict=False) if value is not None

@@ -342,12 +342,19 @@ class SessionStream:
     then leave out what only Message objects carry (name, timestamp, reasoning are None in rows).
     """
 
-    __slots__ = ("_on_rows", "_rows", "_started")
+    __slots__ = ("_on_assemble", "_on_rows", "_rows", "_started")
 
-    def __init__(self, rows: Iterator[SessionRows], *, on_rows: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        rows: Iterator[SessionRows],
+        *,
+        on_rows: Callable[[], None] | None = None,
+        on_assemble: Callable[[Callable[..., Iterator[Any]]], None] | None = None,
+    ) -> None:
         self._rows = rows
         self._started = False
         self._on_rows = on_rows
+        self._on_assemble = on_assemble
 
     def __iter__(self) -> SessionStream:
         return self
@@ -367,6 +374,20 @@ class SessionStream:
         self._started = True
         if self._on_rows is not None:
             self._on_rows()  # the reader may then read less (what row form leaves empty)
+        return self._rows
+
+    def assembled(self, assembler: Callable[..., Iterator[Any]]) -> Iterator[Any] | None:
+        """Return what ``assembler`` yields, run by the reader over its rows in place of its own assembly.
+
+        For a consumer that would take every session apart at once (mining a Hermes database,
+        ``kindling.mining.hermes_rows``): ``assembler`` takes the arguments of
+        ``kindling.sessions.hermes.assemble_rows`` (lean rows) and the stream is consumed through
+        the iterator returned. None when the reader has no such hook or the stream was started.
+        """
+        if self._on_assemble is None or self._started:
+            return None
+        self._started = True
+        self._on_assemble(assembler)  # before the first row is read
         return self._rows
 
     def close(self) -> None:
