@@ -169,16 +169,19 @@ def _assemble(
                     continue
             else:
                 content = str(content)
-            if "<" <= content < "=":
-                if role == "tool" and content.startswith(UNTRUSTED_OPEN):
-                    content = unwrap_untrusted(content)
-            elif "[" <= content < "\\" and role != "tool":
-                remainder = compaction_remainder(content)
-                if remainder is not None:
-                    if not remainder and not raw_calls:
-                        report.skip(COMPACTION_SUMMARY)
-                        continue
-                    content = remainder or None
+            # Hermes's own wrappers start with "<" (a tool result) or "[" (a compaction summary):
+            # one comparison rules out most texts ("{" of a JSON result, lower-case words).
+            if "<" <= content < "\\":
+                if content < "=":
+                    if role == "tool" and content.startswith(UNTRUSTED_OPEN):
+                        content = unwrap_untrusted(content)
+                elif content >= "[" and role != "tool":
+                    remainder = compaction_remainder(content)
+                    if remainder is not None:
+                        if not remainder and not raw_calls:
+                            report.skip(COMPACTION_SUMMARY)
+                            continue
+                        content = remainder or None
         if raw_calls:
             # mining: calls as (id, name, arguments, raw arguments, requestor) tuples. The shape
             # Hermes writes is read here without building a ToolCall; compacted rows, sessions

@@ -25,8 +25,9 @@ What Hermes keeps that did not happen, or happened once but is stored twice:
 
 Reading is one ordered pass over ``messages`` by ``(session_id, id)`` merged with one ordered pass
 over ``sessions``: memory stays constant in the number of sessions. SQLite is opened read-only and
-read in pages of a few thousand rows, each its own short read transaction resumed by key, so a
-long read never holds Hermes's WAL checkpoint back; ``-wal``/``-shm`` files the read created are
+read in pages (of ``messages``: whole sessions, about 512 rows, bounded by session ids found on the
+index), each its own short read transaction resumed by key, so a long read never holds Hermes's WAL
+checkpoint back; ``-wal``/``-shm`` files the read created are
 removed again when no other connection has the database open.
 
 A read can be limited to a ``shard``: the sessions whose ids fall in ``[low, high)`` in the
@@ -116,8 +117,8 @@ PARENT_END = 1 + len(SESSION_COLUMNS)
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 _FETCH_SIZE = 2000
-# Rows per SQLite read transaction. Between pages the reader holds no snapshot, so Hermes's WAL
-# checkpoint can run. Small pages stay in the CPU cache until they are read (4096-row pages of
+# Rows per SQLite read transaction (for messages: whole sessions up to about this many rows). Between
+# pages the reader holds no snapshot, so Hermes's WAL checkpoint can run. Small pages stay in the CPU cache until they are read (4096-row pages of
 # long results did not, and cost about a third more than reading the rows straight from the cursor).
 _PAGE_ROWS = 512
 
@@ -318,7 +319,15 @@ def _read_sqlite(
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
     # may or may not be seen; a message whose session row was not seen is counted as
     # message_without_session, never dropped silently.
-    message_rows = _Pages(connections[0], f"SELECT {message_select} FROM messages", where, params, report)
+    key_where, _session_where, _params = _where_clauses(None, session_id, shard, "?", "")
+    message_rows = _Pages(
+        connections[0],
+        f"SELECT {message_select} FROM messages",
+        where,
+        params,
+        report,
+        keys=("messages", key_where[len(" WHERE ") :]),
+    )
     message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
         connections[1], f"SELECT {session_select} FROM sessions", session_where, params, report
@@ -462,11 +471,20 @@ class _Pages:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, select: str, where: str, params: tuple[Any, ...], report: ReadReport
+        self,
+        conn: sqlite3.Connection,
+        select: str,
+        where: str,
+        params: tuple[Any, ...],
+        report: ReadReport,
+        *,
+        keys: tuple[str, str] | None = None,
     ) -> None:
         self.conn = conn
         self.select = select
         self.conditions = where[len(" WHERE ") :] if where else ""
+        # (table, conditions on the key alone taking the same parameters): pages of whole groups.
+        self.keys = keys
         self.params = params
         self.report = report
         self.repaired = 0
@@ -484,9 +502,66 @@ class _Pages:
             yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", slice(1, 2))
         else:
             yield from self._paged([*base, f"{first} IS NULL"], None, "", slice(0, 0))
+        if second is not None and self.keys is not None:
+            yield from self._grouped([*base, f"{first} IS NOT NULL"], first, second)
+            return
         order = f"{first}, {second}" if second else first
         resume = f"({first}, {second}) > (?, ?)" if second else f"{first} > ?"
         yield from self._paged([*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1))
+
+    def _grouped(self, conditions: list[str], first: str, second: str) -> Generator[list[Any], None, None]:
+        # Pages of whole groups of ``first``, each ending before the group about _PAGE_ROWS rows on
+        # (found on the key's index alone). SQLite sorts a group by ``second`` before handing out
+        # its first row, so a page that stopped inside a group had read all of it, and the next
+        # page read it again.
+        assert self.keys is not None
+        table, key_where = self.keys
+        key_conditions = " AND ".join(
+            [key_where, f"{first} IS NOT NULL"] if key_where else [f"{first} IS NOT NULL"]
+        )
+        bound_sql = f"SELECT {first} FROM {table} WHERE {key_conditions} ORDER BY {first} LIMIT 1 OFFSET ?"
+        next_bound_sql = f"SELECT {first} FROM {table} WHERE {key_conditions} AND {first} >= ? ORDER BY {first} LIMIT 1 OFFSET ?"
+        after_sql = f"SELECT min({first}) FROM {table} WHERE {key_conditions} AND {first} > ?"
+        where = " AND ".join(conditions)
+        low: Any = None
+        while True:
+            if low is None:
+                found = self.conn.execute(bound_sql, (*self.params, _PAGE_ROWS)).fetchone()
+            else:
+                found = self.conn.execute(next_bound_sql, (*self.params, low, _PAGE_ROWS)).fetchone()
+            high = found[0] if found is not None else None
+            if high is not None and high == low:  # one group of more than _PAGE_ROWS rows
+                high = self.conn.execute(after_sql, (*self.params, low)).fetchone()[0]
+            page_conditions = [where]
+            params: tuple[Any, ...] = self.params
+            if low is not None:
+                page_conditions.append(f"{first} >= ?")
+                params = (*params, low)
+            rest_sql = f"{self.select} WHERE {' AND '.join(page_conditions)} ORDER BY {first}, {second}"
+            if high is not None:
+                page_conditions.append(f"{first} < ?")
+                params = (*params, high)
+            sql = f"{self.select} WHERE {' AND '.join(page_conditions)} ORDER BY {first}, {second}"
+            cursor = self._execute(sql, params)
+            if not self.lenient:
+                try:
+                    page = cursor.fetchall()
+                except sqlite3.OperationalError as exc:
+                    if "decode" not in str(exc).lower():
+                        raise
+                    # As in _paged: the rest is read by one statement with the lenient decoder.
+                    cursor.close()
+                    self.lenient = True
+                    self.conn.text_factory = self._lenient_text
+            if self.lenient:
+                cursor = self._execute(rest_sql, params[: len(params) - (high is not None)])
+                yield self._rest(cursor)
+                return
+            cursor.close()
+            yield page
+            if high is None:
+                return
+            low = high
 
     def _paged(
         self, conditions: list[str], order: str | None, resume: str, key: slice
@@ -934,17 +1009,19 @@ def assemble_rows(
                     continue
             else:
                 content = str(content)
-            # Hermes's own wrappers start with "<" (a tool result) or "[" (a compaction summary).
-            if "<" <= content < "=":
-                if role == "tool" and content.startswith(UNTRUSTED_OPEN):
-                    content = unwrap_untrusted(content)
-            elif "[" <= content < "\\" and role != "tool":
-                remainder = compaction_remainder(content)
-                if remainder is not None:
-                    if not remainder and not raw_calls:
-                        report.skip(COMPACTION_SUMMARY)
-                        continue
-                    content = remainder or None
+            # Hermes's own wrappers start with "<" (a tool result) or "[" (a compaction summary):
+            # one comparison rules out most texts ("{" of a JSON result, lower-case words).
+            if "<" <= content < "\\":
+                if content < "=":
+                    if role == "tool" and content.startswith(UNTRUSTED_OPEN):
+                        content = unwrap_untrusted(content)
+                elif content >= "[" and role != "tool":
+                    remainder = compaction_remainder(content)
+                    if remainder is not None:
+                        if not remainder and not raw_calls:
+                            report.skip(COMPACTION_SUMMARY)
+                            continue
+                        content = remainder or None
         if raw_calls:
             calls = None
             if type(raw_calls) is str:
