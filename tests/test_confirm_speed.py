@@ -18,7 +18,7 @@ from kindling.confirm.policy import is_high_risk
 from kindling.confirm.records import Confirmation
 from kindling.confirm.settings import HIGH_RISK_ACTIONS, ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
-from kindling.errors import ConfirmError
+from kindling.errors import ConfirmError, StoreError
 from test_confirm_support import DaemonProcess, auth, daemon_settings, make_tokens, running
 
 
@@ -387,6 +387,66 @@ def test_a_failed_write_is_undone_alone_and_ends_its_transaction(tmp_path: Path)
     # transaction), and the chain holds.
     other.create_token("agent", "bot2")
     assert store.verify_audit().ok
+    store.close()
+    other.close()
+
+
+def test_writes_from_the_event_loop_share_commits_and_fail_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from kindling.confirm.batching import GroupCommit
+
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    other = ConfirmationStore(db, ConfirmSettings(db=db))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    assert agent is not None
+    commits = []
+    real_commit = GroupCommit._commit
+
+    def counted(self: GroupCommit[object]) -> None:
+        commits.append(1)
+        real_commit(self)
+
+    monkeypatch.setattr(GroupCommit, "_commit", counted)
+
+    def failing() -> None:
+        with store._write() as conn:  # writes, then fails: undone alone
+            conn.execute(sa.text("DELETE FROM confirm_tokens"))
+            raise ConfirmError("changed my mind")
+
+    async def main() -> list[object]:
+        calls = [
+            failing
+            if i % 4 == 0
+            else (lambda i=i: store.submit(action=f"a{i}", description="d", identity=agent))
+            for i in range(20)
+        ]
+        return await asyncio.gather(*(store.writes.run(call) for call in calls), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert [isinstance(r, ConfirmError) for r in results] == [i % 4 == 0 for i in range(20)]
+    assert store.counts()["pending"] == 15 and len(store.list_tokens()) == 1
+    assert len(commits) < 10  # queued together, committed together
+    # Each answer came after its commit: another process sees every request, the lock is free.
+    assert other.counts()["pending"] == 15
+    other.create_token("agent", "bot2")
+    assert store.verify_audit().ok
+
+    # A commit that fails fails every write it held, and only those; a write that raised keeps
+    # its own error.
+    def lost_commit(self: GroupCommit[object], number: int) -> None:
+        raise StoreError("Cannot write database: disk I/O error", path=db)
+
+    monkeypatch.setattr(GroupCommit, "_wait_for_commit", lost_commit)
+    outcomes = store._group.run_together(
+        [lambda: store.submit(action="late", description="d", identity=agent), failing]
+    )
+    assert outcomes[0][0] is False and isinstance(outcomes[0][1], StoreError)
+    assert outcomes[1][0] is False and isinstance(outcomes[1][1], ConfirmError)
+    monkeypatch.undo()
     store.close()
     other.close()
 

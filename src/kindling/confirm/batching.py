@@ -7,6 +7,11 @@ returns before the commit that holds its writes, so nothing acknowledged is ever
 commit waits for the disk, the blocks that arrive queue up and share the next one: under load one
 fsync serves many requests instead of one.
 
+``BatchWriter`` carries an event loop's writes to that: one thread runs every write queued while
+it was busy, one after another into the open transaction, and waits once for their commit, so a
+batch of requests costs one thread hand-off each way instead of one per request (and no request
+thread waits on a lock or a condition of its own).
+
 The transaction holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, an advisory lock
 on PostgreSQL) from its first block to its commit, so the state read when it opens (the audit
 chain's head, say) stays true for every block in it, across daemons.
@@ -14,11 +19,14 @@ chain's head, say) stays true for every block in it, across daemons.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
@@ -27,7 +35,10 @@ from sqlalchemy.engine import Connection, Engine
 from kindling.db import translate_errors
 from kindling.errors import StoreError
 
+log = logging.getLogger("kindling.confirm")
+
 State = TypeVar("State")
+T = TypeVar("T")
 
 # A batch waits this long at most for blocks already running to join it before committing.
 _GATHER_SECONDS = 0.002
@@ -107,6 +118,9 @@ class GroupCommit(Generic[State]):
         self._errors: dict[int, StoreError] = {}
         self._entering = 0  # blocks waiting for the connection or running on it
         self._leading = False
+        # In ``run_together``: the (batch number, block succeeded) of each block the thread ran,
+        # whose commit it waits for once at the end instead of in each block.
+        self._local = threading.local()
 
     @property
     def state(self) -> State:
@@ -146,13 +160,50 @@ class GroupCommit(Generic[State]):
             with self._cond:
                 self._entering -= 1
                 self._gathering.notify()
-            if number and ok:
+            joined: list[tuple[int, bool]] | None = getattr(self._local, "joined", None)
+            if number and joined is not None:
+                joined.append((number, ok))
+            elif number and ok:
                 self._wait_for_commit(number)
             elif number:
                 # Undone, but the transaction it opened or joined must still end (and its
                 # write lock go) even when no other block is there to commit it.
                 with contextlib.suppress(StoreError):
                     self._wait_for_commit(number)
+
+    def run_together(self, calls: Iterable[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+        """Run ``calls`` (taken one at a time: an iterator may yield more as they run) one after
+        another on this thread, their blocks in the open transaction without waiting for a commit
+        between them; then wait for (or lead) the commits holding their writes. Return
+        ``(True, result)`` or ``(False, exception)`` per call, in order.
+
+        A call whose writes were not committed gets the commit's StoreError, as ``block`` raises
+        it; a call that raised keeps its own exception (its failed block was undone).
+        """
+        joined: list[tuple[int, bool]] = []
+        self._local.joined = joined
+        ran: list[tuple[bool, Any, int]] = []
+        try:
+            for call in calls:
+                start = len(joined)
+                try:
+                    ran.append((True, call(), start))
+                except Exception as exc:
+                    ran.append((False, exc, start))
+        finally:
+            self._local.joined = None
+        failed: dict[int, StoreError] = {}
+        for number in sorted({n for n, _ in joined}):
+            try:
+                self._wait_for_commit(number)
+            except StoreError as exc:
+                failed[number] = exc
+        outcomes: list[tuple[bool, Any]] = []
+        for i, (ok, value, start) in enumerate(ran):
+            end = ran[i + 1][2] if i + 1 < len(ran) else len(joined)
+            lost = next((failed[n] for n, wrote in joined[start:end] if wrote and n in failed), None)
+            outcomes.append((False, lost) if lost is not None else (ok, value))
+        return outcomes
 
     def close(self) -> None:
         """Close the connection kept between batches, if any (the store is closing)."""
@@ -255,6 +306,120 @@ class GroupCommit(Generic[State]):
                 self._cursor = None
             with self._cond:
                 self._finish(number, error)
+
+
+class BatchWriter:
+    """One thread that runs an event loop's store writes in batches (``GroupCommit.run_together``).
+
+    ``await writer.run(call)`` queues ``call`` (a store method that writes through the group) and
+    returns its result, or raises its exception, once the commit holding its writes is done. The
+    thread takes everything queued at once, up to ``_MAX_BLOCKS``, and hands the answers back with
+    one wake-up of each waiting loop per batch. It starts at the first write and stops at ``close``.
+    """
+
+    def __init__(self, group: GroupCommit[Any], name: str) -> None:
+        self._group = group
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._stopping = False  # the thread took the stop mark
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """Run ``call`` in the next batch; return what it returns (raise what it raises)."""
+        if self._thread is None:
+            self._start()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.put((call, future))
+        return await future
+
+    def close(self) -> None:
+        """Finish the queued writes and stop the thread (the store is closing)."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(60)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise StoreError("The confirmation store is closed.", path=self._name)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="kindling-writer", daemon=True)
+                self._thread.start()
+
+    def _serve(self) -> None:
+        expected = 1  # how many writes the last batch held: their clients tend to come back together
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            items: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+            try:
+                outcomes = self._group.run_together(self._gather(first, items, expected))
+            except Exception as exc:  # a bug here must fail these writes loudly, not strand them
+                log.exception("the confirmation writer failed")
+                error = StoreError(f"Cannot write database: {exc}", path=self._name)
+                outcomes = [(False, error)] * len(items)
+            expected = max(1, len(items))
+            by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+            for (_, future), outcome in zip(items, outcomes, strict=True):
+                by_loop.setdefault(future.get_loop(), []).append((future, outcome))
+            for loop, answers in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
+                    loop.call_soon_threadsafe(_answer, answers)
+            if self._stopping:
+                return
+
+    def _gather(
+        self,
+        item: tuple[Callable[[], Any], asyncio.Future[Any]],
+        items: list[tuple[Callable[[], Any], asyncio.Future[Any]]],
+        expected: int,
+    ) -> Iterator[Callable[[], Any]]:
+        # The batch's writes, taken from the queue as they run: a write queued while the earlier
+        # ones ran (the database releases the GIL, so the loop reads requests meanwhile) joins the
+        # same commit instead of waiting for the next one.
+        until = 0.0
+        while True:
+            items.append(item)
+            yield item[0]
+            if len(items) >= _MAX_BLOCKS:
+                return
+            try:
+                queued = self._queue.get_nowait()
+            except queue.Empty:
+                if len(items) >= expected:
+                    return
+                # Fewer than last time: the rest are likely being read on the loop; let them join
+                # this commit (waiting here lets the loop run) rather than wait for the next.
+                until = until or time.monotonic() + _GATHER_SECONDS
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                try:
+                    queued = self._queue.get(timeout=left)
+                except queue.Empty:
+                    return
+            if queued is None:
+                self._stopping = True
+                return
+            item = queued
+
+
+def _answer(answers: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
+    for future, (ok, value) in answers:
+        if future.done():  # the waiting request was cancelled
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
 
 
 def execute_raw(cursor: Any, driver_error: type[Exception], sql: str, params: Any = None) -> Any:

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from kindling.confirm import audit, policy
 from kindling.confirm import tables as t
-from kindling.confirm.batching import GroupCommit, execute_raw
+from kindling.confirm.batching import BatchWriter, GroupCommit, execute_raw
 from kindling.confirm.folding import fold_action
 from kindling.confirm.records import (
     AuditEvent,
@@ -106,6 +106,8 @@ class ConfirmationStore:
         self._group: GroupCommit[_Batch] = GroupCommit(
             self.engine, self.target, self._begin, dataclasses.replace, keep_connection=self._sqlite
         )
+        # The daemon's hot writes (submit, decide) from its event loop: ``await store.writes.run(call)``.
+        self.writes = BatchWriter(self._group, self.target)
         self._rules: tuple[str, list[WhitelistRule]] | None = None  # (whitelist_gen, rules)
         # Token hash -> identity, trusted while fresh (see TOKEN_FRESH_SECONDS).
         self._tokens_lock = threading.Lock()
@@ -115,7 +117,8 @@ class ConfirmationStore:
         self._minted_by: dict[str, str | None] = {}  # token id -> the id of the token that minted it
 
     def close(self) -> None:
-        """Release the writers' connection and the connection pool."""
+        """Finish the queued writes, release the writers' connection and the connection pool."""
+        self.writes.close()
         self._group.close()
         self.engine.dispose()
 

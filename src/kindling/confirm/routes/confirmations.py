@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -29,22 +28,6 @@ from kindling.confirm.store import Confirmation, ConfirmationStore
 from kindling.errors import ConfirmError, NotFoundError
 
 router = APIRouter(tags=["confirmations"])
-
-T = TypeVar("T")
-
-# The threads submit and decide wait on (for the write lock and their group commit). As many as
-# anyio's default limit, so as many requests can wait for one commit as before.
-_WRITERS = ThreadPoolExecutor(max_workers=40, thread_name_prefix="kindling-confirm")
-
-
-async def in_writer_thread(call: Callable[[], T]) -> T:
-    """Run ``call`` (a store write) on a worker thread and return its result.
-
-    The event loop's side of a plain executor hand-off costs about half of anyio's
-    (``run_in_threadpool``: cancel scopes, limiter tokens), paid twice per submit→approve cycle.
-    """
-    return await asyncio.get_running_loop().run_in_executor(_WRITERS, call)
-
 
 # The routes every agent and approver calls on each request (submit, read one, approve, deny) take
 # the bare Request and call ``authorize``, the store and the settings themselves: FastAPI's
@@ -104,7 +87,7 @@ async def submit(request: Request) -> JSONResponse:
     key = request.headers.get("idempotency-key") or None
     if key is not None and len(key) > 200:
         raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
-    outcome = await in_writer_thread(
+    outcome = await store.writes.run(
         lambda: store.submit(
             action=body.action,
             description=body.description,
@@ -311,7 +294,7 @@ async def _decide(
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = await read_body(request, model, max_bytes=settings.max_body_bytes, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
-    record = await in_writer_thread(
+    record = await store.writes.run(
         lambda: store.decide(
             request_id,
             verdict,
