@@ -621,3 +621,95 @@ def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
     assert [status for status, _, _ in through_app] == [401, 403, 400, 413, 202, 403, 404, 412, 200, 409]
     assert through_app[0][1] == "Bearer"
     store.close()
+
+
+def test_answers_are_encoded_byte_for_byte_as_before() -> None:
+    from fastapi.responses import JSONResponse
+
+    from kindling.confirm.routes.confirmations import JSONAnswer
+
+    values: list[object] = [
+        {"a": 1, "t": 1763852222.123456, "f": [0.0, -0.0, 1e-4, 1.5e15, 1e16, 123.25]},
+        {"small": 1e-05, "tiny": [5e-324], "neg": -0.00001234},
+        {"big": 2**70, "neg_big": -(2**64)},
+        {"text": 'é \u2028 \x00\x1f \\ " \U0001f600', "nested": [{"k": None, "b": True}]},
+        {"nan": float("nan")},
+        {"inf": [float("inf")]},
+        {1: "int key"},
+        {"lone": "\ud800"},
+    ]
+    for value in values:
+        try:
+            expected: object = JSONResponse(value).body
+        except Exception as exc:  # the same error, then
+            expected = type(exc)
+        try:
+            got: object = JSONAnswer(value).body
+        except Exception as exc:
+            got = type(exc)
+        assert got == expected, value
+
+
+def test_a_response_head_goes_out_with_its_body_in_one_write() -> None:
+    import asyncio
+
+    from kindling.serving import _JoinedWrites
+
+    class Transport:
+        def __init__(self) -> None:
+            self.writes: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.writes.append(data)
+
+        def is_closing(self) -> bool:
+            return False
+
+        def get_extra_info(self, name: str) -> str:
+            return name
+
+    class Cycle:
+        response_started = False
+
+    async def main() -> None:
+        # A 100-continue goes at once; the head waits for the body and leaves with it.
+        transport, cycle = Transport(), Cycle()
+        joined = _JoinedWrites(transport, cycle)  # type: ignore[arg-type]
+        joined.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        cycle.response_started = True
+        joined.write(b"HEAD")
+        assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]
+        joined.write(b"body")
+        joined.write(b"more")
+        assert transport.writes[1:] == [b"HEADbody", b"more"]
+        assert joined.get_extra_info("peername") == "peername"
+        # A head whose body is not written in the same turn of the loop (a HEAD request, a
+        # stream still waiting for its first chunk) is not held past that turn.
+        transport, cycle = Transport(), Cycle()
+        joined = _JoinedWrites(transport, cycle)  # type: ignore[arg-type]
+        cycle.response_started = True
+        joined.write(b"HEAD")
+        assert transport.writes == []
+        await asyncio.sleep(0)
+        assert transport.writes == [b"HEAD"]
+        joined.write(b"chunk")
+        assert transport.writes == [b"HEAD", b"chunk"]
+
+    asyncio.run(main())
+
+
+def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> None:
+    store = ConfirmationStore(pg_url, ConfirmSettings(db=pg_url))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    assert agent is not None
+    kept = store._group._idle
+    assert kept is not None  # the writers kept their connection after the commit
+    pid = kept.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    # The next write begins on a new connection instead of failing.
+    store.submit(action="a", description="d", identity=agent)
+    assert store.counts()["pending"] == 1 and store.verify_audit().ok
+    store.close()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -51,9 +53,42 @@ def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, A
     return data
 
 
+class JSONAnswer(JSONResponse):
+    """A JSON answer encoded by orjson when its bytes are the standard library's, else as Starlette does.
+
+    orjson writes the same bytes as Starlette's ``json.dumps`` call, several times faster, except
+    for floats under 1e-4 (no exponent), NaN and infinities (null instead of an error), and
+    integers past 64 bits or keys that are not strings (it refuses them); those take the standard
+    path.
+    """
+
+    def render(self, content: Any) -> bytes:
+        """Return the encoded body."""
+        if _orjson_agrees(content):
+            try:
+                return orjson.dumps(content)
+            except orjson.JSONEncodeError:
+                pass
+        return super().render(content)
+
+
+def _orjson_agrees(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item != 0.0 and not 1e-4 <= abs(item) < math.inf:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return True
+
+
 def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
     """Answer ``data`` as JSON, encoded directly (FastAPI's encoder recurses a few frames a level)."""
-    return JSONResponse(data, status_code=status_code)
+    return JSONAnswer(data, status_code=status_code)
 
 
 def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONResponse:
@@ -63,9 +98,9 @@ def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONRespons
             f"Waiting for a human to approve {record.action!r}; it is denied if nobody decides "
             f"within {record.timeout_seconds}s."
         )
-        return JSONResponse(data, status_code=202)
+        return JSONAnswer(data, status_code=202)
     data["message"] = f"{record.action!r} is {record.status.replace('_', '-')}."
-    return JSONResponse(data, status_code=200)
+    return JSONAnswer(data, status_code=200)
 
 
 @router.post(
