@@ -81,8 +81,10 @@ class GroupCommit(Generic[State]):
     ``begin(conn)`` starts a transaction on a connection, takes the write lock and returns the
     state blocks share (it is copied before each block and restored if the block fails); ``copy``
     copies that state. With ``keep_connection`` one connection serves batch after batch (for
-    SQLite, where a pool check-out and check-in per batch cost more than the batch's savepoints);
-    otherwise each batch checks one out of the pool (PostgreSQL's, which tests it first).
+    SQLite, where a pool check-out and check-in per batch cost more than the batch's savepoints,
+    and PostgreSQL, where they cost two round trips: a ping and a rollback); a kept connection the
+    server has ended is replaced once when a batch begins on it. Otherwise each batch checks one
+    out of the pool.
     """
 
     def __init__(
@@ -213,16 +215,27 @@ class GroupCommit(Generic[State]):
                 self._idle = None
 
     def _open(self) -> None:
-        conn, self._idle = self._idle, None
-        try:
-            with translate_errors(self._target, "write"):
-                conn = conn or self._engine.connect()
-                self._state = self._begin(conn)
-                self._cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        except BaseException:
-            if conn is not None:
-                _close_quietly(conn)
-            raise
+        kept, self._idle = self._idle, None
+        while True:
+            conn = kept
+            try:
+                with translate_errors(self._target, "write"):
+                    conn = conn or self._engine.connect()
+                    self._state = self._begin(conn)
+                    self._cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+                break
+            except StoreError as exc:
+                if conn is not None:
+                    _close_quietly(conn)
+                if kept is None or not _disconnected(exc):
+                    raise
+                # The server ended the kept connection (it restarted, or an idle timeout): nothing
+                # ran in it yet, so begin once more on a new one.
+                kept = None
+            except BaseException:
+                if conn is not None:
+                    _close_quietly(conn)
+                raise
         self._conn = conn
         self._opened += 1
         self._blocks = 0
@@ -434,6 +447,11 @@ def execute_raw(cursor: Any, driver_error: type[Exception], sql: str, params: An
     except driver_error as exc:
         raise sa.exc.DBAPIError.instance(sql, params, exc, driver_error) from exc
     return cursor
+
+
+def _disconnected(exc: StoreError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, sa.exc.DBAPIError) and bool(cause.connection_invalidated)
 
 
 def _close_quietly(conn: Connection) -> None:

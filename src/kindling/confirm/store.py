@@ -104,7 +104,7 @@ class ConfirmationStore:
         # Writers share transactions and commits (see batching.py); this process's writers queue
         # there rather than in SQLite's busy-sleep loop.
         self._group: GroupCommit[_Batch] = GroupCommit(
-            self.engine, self.target, self._begin, dataclasses.replace, keep_connection=self._sqlite
+            self.engine, self.target, self._begin, dataclasses.replace, keep_connection=True
         )
         # The daemon's hot writes (submit, decide) from its event loop: ``await store.writes.run(call)``.
         self.writes = BatchWriter(self._group, self.target)
