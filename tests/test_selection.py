@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -150,6 +150,7 @@ def _brute_force_expected_f(probabilities: dict[str, float], shown: list[str], s
 
 
 @settings(max_examples=40, deadline=None)
+@example(probabilities={"a": 0.0004423, "b": 0.0004423}, slots=2)  # two unlikely tools: both still count
 @given(
     probabilities=st.dictionaries(
         st.sampled_from("abcdef"), st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=6

@@ -49,8 +49,7 @@ _SUFFIXES = ("ing", "ed", "es", "s")
 L2 = 0.1  # ridge strength of the per-tool models: weak, so one telling word in a long request counts
 _ITERATIONS = 300
 _STEP = 2.0
-_CONVERGED = 1e-4
-_NEGLIGIBLE = 1e-3  # choose_tools considers no tool less likely than this  # stop once no weight moves more than this in a step
+_CONVERGED = 1e-4  # stop once no weight moves more than this in a step
 RECALL_WEIGHT = 1.3  # F-beta's beta in choose_tools: recall counts more than precision
 MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a first warm-up stays quick
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
@@ -307,8 +306,6 @@ def choose_tools(probabilities: dict[str, float], slots: int, available: int | N
     among = [1.0]  # how many of ranked[1:k] are needed
     for k in range(1, min(slots, len(ranked)) + 1):
         if k > 1:
-            if ranked[k - 1][1] < _NEGLIGIBLE:
-                break  # so unlikely a tool cannot raise the score; the ones below it are less likely
             among = _add_tool(among, ranked[k - 1][1], cap=k)
         most = slots if available is None else min(slots, k - 1 + max(1, available))
         scores = _expected_f(ranked[0][1], among, beyond[k], k, most, slots)
