@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kindling.errors import NotFoundError, SourceError
 from kindling.mining import mine
@@ -805,3 +808,78 @@ def test_a_url_read_in_another_format_hides_its_password() -> None:
     with pytest.raises(SourceError) as unknown:
         iter_sessions(url, format="nope")
     assert "s3cret-pw" not in str(unknown.value) and "s3cret-pw" not in str(unknown.value.path)
+
+
+@pytest.mark.parametrize("schema", ["early", "late"])
+def test_latest_reads_only_the_newest_session_and_picks_it_as_a_full_read_would(
+    hermes_db: HermesDB, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kindling.sessions import latest_session, sources
+
+    hermes_db.create(schema)
+    fill_basic(hermes_db)
+    # Two sessions share the newest start: the one a full read meets last ("s9" after "s10") wins.
+    hermes_db.session("s9", started_at=1_900_000_000.0)
+    hermes_db.session("s10", started_at=1_900_000_000.0)
+    hermes_db.message("s9", "user", "newest, read last")
+    hermes_db.message("s10", "user", "newest, read first")
+    expected = latest_session(iter_sessions(hermes_db.source))
+    assert expected is not None and expected.id == "s9"
+
+    def no_full_read(_sessions: Any) -> None:
+        raise AssertionError("latest read every session")
+
+    monkeypatch.setattr(sources, "latest_session", no_full_read)
+    found = find_session(hermes_db.source, "latest")
+    assert found == expected
+    assert [m.content for m in found.messages] == ["newest, read last"]
+
+
+def test_latest_without_sessions_is_not_found(hermes_db: HermesDB) -> None:
+    hermes_db.create("late")
+    with pytest.raises(NotFoundError, match="no latest one"):
+        find_session(hermes_db.source, "latest")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.text("ab1", min_size=1, max_size=3), st.integers(0, 20)),
+            st.one_of(
+                st.none(),
+                st.sampled_from([0.0, 5.0, 1_800_000_000.0, float("nan")]),
+                st.sampled_from(["1800000000", "2027-01-01T00:00:00Z", "not a time", ""]),
+            ),
+        ),
+        max_size=6,
+        unique_by=lambda row: row[0],
+    )
+)
+def test_latest_from_the_session_rows_is_the_full_reads_choice(tmp_path: Path, rows: list[Any]) -> None:
+    """Start times the reader parses (numbers, numeric and ISO strings) or does not (NULL, NaN,
+    words), ids of both types and ties: the session rows alone name the session a full read finds."""
+    from kindling.sessions import latest_session
+
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "state.db"  # a new database per example
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE sessions (id, source TEXT, started_at)")
+        conn.execute(EARLY_MESSAGES)
+        for number, (session_id, started_at) in enumerate(rows):
+            conn.execute("INSERT INTO sessions VALUES (?, 'cli', ?)", (session_id, started_at))
+            conn.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, 1.0)",
+                (session_id, f"message {number}"),
+            )
+    conn.close()
+    expected = latest_session(iter_sessions(path))
+    if expected is None:
+        with pytest.raises(NotFoundError):
+            find_session(path, "latest")
+        return
+    found = find_session(path, "latest")
+    assert (found.id, found.started_at, [m.content for m in found.messages]) == (
+        expected.id,
+        expected.started_at,
+        [m.content for m in expected.messages],
+    )

@@ -794,6 +794,58 @@ def _text_order_key(value: Any) -> tuple[int, Any]:
     return (1, str(value))
 
 
+# ------------------------------------------------------------------------------------- latest
+
+
+def newest_session_id(source: str | Path) -> str | None:
+    """Return the id of the session a full read would find started last, from the session rows alone.
+
+    The same choice as ``latest_session`` over the whole read, without reading any message: each
+    row's start time parsed as the reader parses it (none counts as 0), ties going to the session
+    read last (the reader's order of ids). None when there are no sessions. Raises SourceError
+    when the source cannot be opened.
+    """
+    if is_postgres_url(source):
+        import psycopg
+
+        conn, label, _messages, columns = _pg_open(str(source))
+        try:
+            started = "started_at" if "started_at" in columns else "NULL"
+            rows = conn.execute(f"SELECT id, {started} FROM sessions").fetchall()
+        except psycopg.Error as exc:
+            raise SourceError(f"Cannot read {label}: {str(exc).strip()}", path=label) from exc
+        finally:
+            conn.close()
+        order: Callable[[Any], tuple[int, Any]] = _text_order_key
+    else:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise SourceError(f"Cannot open {path}: no such file.", path=path)
+        timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
+        wal = WalFiles(path)
+        try:
+            sqlite_conn = sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000)
+            try:
+                columns = _sqlite_columns(sqlite_conn, "sessions")
+                _require_tables(str(path), _sqlite_columns(sqlite_conn, "messages"), columns)
+                started = "started_at" if "started_at" in columns else "NULL"
+                rows = sqlite_conn.execute(f"SELECT id, {started} FROM sessions").fetchall()
+            finally:
+                sqlite_conn.close()
+        except sqlite3.Error as exc:
+            raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
+        finally:
+            wal.release()
+        order = _sqlite_order_key
+    newest: tuple[float, tuple[int, Any]] | None = None
+    found: Any = None
+    for session_id, started_at in rows:
+        rank = (epoch(started_at) or 0.0, order(session_id))
+        if newest is None or rank > newest:
+            newest, found = rank, session_id
+    return None if newest is None else str(found)
+
+
 # --------------------------------------------------------------------------------------- shards
 
 

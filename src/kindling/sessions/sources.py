@@ -8,6 +8,7 @@ detected from the content, never from the file name alone; ``format=`` forces on
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -461,10 +462,11 @@ def find_session_in(
     if session_id == LATEST:
         newest: tuple[str | Path, Session] | None = None
         for source in given:
-            candidate = latest_session(iter_sessions(source, format))
-            if candidate is not None and (
-                newest is None or (candidate.started_at or 0.0) >= (newest[1].started_at or 0.0)
-            ):
+            try:
+                candidate = find_session(source, LATEST, format)
+            except NotFoundError:
+                continue
+            if newest is None or (candidate.started_at or 0.0) >= (newest[1].started_at or 0.0):
                 newest = (source, candidate)
         if newest is None:
             shown = ", ".join(_shown(source) for source in given)
@@ -495,6 +497,14 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
     Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
     """
     resolved = resolve_source(source)
+    if session_id == LATEST and (format or detect_format(resolved)) == HERMES:
+        # The newest is known from the session rows: read only that session, not every one.
+        from kindling.sessions.hermes import newest_session_id
+
+        newest = newest_session_id(resolved)
+        if newest is not None:
+            with contextlib.suppress(NotFoundError):  # an id the one-session read cannot find: read all
+                return find_session(resolved, newest, format)
     if session_id == LATEST:
         latest = latest_session(iter_sessions(resolved, format))
         if latest is None:
