@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kindling.errors import NotFoundError, SourceError
@@ -842,6 +842,7 @@ def test_latest_without_sessions_is_not_found(hermes_db: HermesDB) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(rows=[(1, 5.0), ("1", None)])  # two sessions the reader names alike: the rows cannot tell
 @given(
     rows=st.lists(
         st.tuples(

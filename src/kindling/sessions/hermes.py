@@ -802,8 +802,9 @@ def newest_session_id(source: str | Path) -> str | None:
 
     The same choice as ``latest_session`` over the whole read, without reading any message: each
     row's start time parsed as the reader parses it (none counts as 0), ties going to the session
-    read last (the reader's order of ids). None when there are no sessions. Raises SourceError
-    when the source cannot be opened.
+    read last (the reader's order of ids). None when the rows cannot tell: no sessions, or two
+    ids the reader would name alike (``1`` and ``'1'``). Raises SourceError when the source cannot
+    be opened.
     """
     if is_postgres_url(source):
         import psycopg
@@ -837,6 +838,8 @@ def newest_session_id(source: str | Path) -> str | None:
         finally:
             wal.release()
         order = _sqlite_order_key
+    if len({str(session_id) for session_id, _started in rows}) < len(rows):
+        return None
     newest: tuple[float, tuple[int, Any]] | None = None
     found: Any = None
     for session_id, started_at in rows:

@@ -498,12 +498,13 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
     """
     resolved = resolve_source(source)
     if session_id == LATEST and (format or detect_format(resolved)) == HERMES:
-        # The newest is known from the session rows: read only that session, not every one.
+        # The newest is known from the session rows: read only that session, not every one (when
+        # the rows cannot tell, or the one-session read cannot find it, everything is read).
         from kindling.sessions.hermes import newest_session_id
 
         newest = newest_session_id(resolved)
         if newest is not None:
-            with contextlib.suppress(NotFoundError):  # an id the one-session read cannot find: read all
+            with contextlib.suppress(NotFoundError):
                 return find_session(resolved, newest, format)
     if session_id == LATEST:
         latest = latest_session(iter_sessions(resolved, format))
