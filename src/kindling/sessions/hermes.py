@@ -547,12 +547,9 @@ class _Pages:
                 try:
                     page = cursor.fetchall()
                 except sqlite3.OperationalError as exc:
-                    if "decode" not in str(exc).lower():
-                        raise
                     # As in _paged: the rest is read by one statement with the lenient decoder.
                     cursor.close()
-                    self.lenient = True
-                    self.conn.text_factory = self._lenient_text
+                    self._go_lenient(exc)
             if self.lenient:
                 cursor = self._execute(rest_sql, params[: len(params) - (high is not None)])
                 yield self._rest(cursor)
@@ -582,13 +579,10 @@ class _Pages:
                 try:
                     page = cursor.fetchmany(_PAGE_ROWS)
                 except sqlite3.OperationalError as exc:
-                    if "decode" not in str(exc).lower():
-                        raise
                     # Read the page again with a decoder that repairs and counts (installed only
                     # now: the default one is the fast path).
                     cursor.close()
-                    self.lenient = True
-                    self.conn.text_factory = self._lenient_text
+                    self._go_lenient(exc)
                     cursor = self._execute(sql, params)
             if self.lenient:
                 yield self._rest(cursor)
@@ -599,6 +593,14 @@ class _Pages:
                 return
             sql = next_sql
             params = (*self.params, *page[-1][key])
+
+    def _go_lenient(self, exc: sqlite3.OperationalError) -> None:
+        """After a row that did not decode, install the decoder that repairs and counts; any other
+        error is raised again."""
+        if "decode" not in str(exc).lower():
+            raise exc
+        self.lenient = True
+        self.conn.text_factory = self._lenient_text
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         cursor = self.cursor = self.conn.execute(sql, params)
@@ -612,10 +614,7 @@ class _Pages:
                 rows.extend(cursor)
                 return rows
             except sqlite3.OperationalError as exc:
-                if "decode" not in str(exc).lower():
-                    raise
-                self.lenient = True
-                self.conn.text_factory = self._lenient_text
+                self._go_lenient(exc)
         while True:
             before = self.repaired
             row = cursor.fetchone()
