@@ -553,6 +553,44 @@ def test_a_database_from_before_numbers_its_requests(tmp_path: Path) -> None:
     store.close()
 
 
+def _request_indexes(store: ConfirmationStore) -> set[str]:
+    return {i["name"] for i in sa.inspect(store.engine).get_indexes("confirm_requests")}
+
+
+def test_indexes_no_query_reads_are_gone(tmp_path: Path, pg_url: str) -> None:
+    # Every submit writes each index of confirm_requests: the two only the old counting rate limits
+    # read cost a page or two in every commit (issue 14). Dropped from old databases, never made anew.
+    from kindling.confirm import tables
+    from kindling.db import apply_migrations, create_engine
+
+    unread = {"ix_confirm_requests_action_created", "ix_confirm_requests_token_key_created"}
+    db = str(tmp_path / "old.db")
+    engine = create_engine(db)
+    apply_migrations(
+        engine, "confirm", tables.MIGRATIONS[: tables.MIGRATIONS.index(tables.m009_drop_unread_indexes)]
+    )
+    with engine.begin() as conn:
+        # m001 builds the tables from today's metadata; an old database got this index from it.
+        conn.exec_driver_sql(
+            "CREATE INDEX ix_confirm_requests_action_created ON confirm_requests (action, created_at)"
+        )
+        before = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    engine.dispose()
+    assert unread <= before
+    for target in (db, str(tmp_path / "new.db"), pg_url):
+        store = ConfirmationStore(target, ConfirmSettings(db=target))
+        indexes = _request_indexes(store)
+        assert not unread & indexes, target
+        # What the rate limits, the sweeper and an agent's own list read is still there.
+        assert {
+            "ix_confirm_requests_status_expires",
+            "ix_confirm_requests_token_created",
+            "ux_confirm_requests_token_seq",
+            "ux_confirm_requests_key_seq",
+        } <= indexes, target
+        store.close()
+
+
 # -- the C HTTP parser and the libuv loop (issue 14) -----------------------------------------------
 def test_daemons_run_on_httptools_and_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util

@@ -39,13 +39,6 @@ requests = sa.Table(
     sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
-sa.Index("ix_confirm_requests_action_created", requests.c.action, requests.c.created_at)
-sa.Index(
-    "ix_confirm_requests_token_key_created",
-    requests.c.requester_token,
-    requests.c.action_key,
-    requests.c.created_at,
-)
 sa.Index("ix_confirm_requests_token_created", requests.c.requester_token, requests.c.created_at)
 sa.Index("ux_confirm_requests_token_seq", requests.c.requester_token, requests.c.token_seq, unique=True)
 sa.Index(
@@ -261,6 +254,17 @@ def m008_rate_sequences(conn: Connection) -> None:
         next(i for i in requests.indexes if i.name == index).create(conn, checkfirst=True)
 
 
+# Indexes no query reads any longer (the rate limits once counted the window through them), which
+# every submit still wrote: a page or two more in each commit.
+_UNREAD_INDEXES = ("ix_confirm_requests_action_created", "ix_confirm_requests_token_key_created")
+
+
+def m009_drop_unread_indexes(conn: Connection) -> None:
+    """Drop the request indexes only the old counting rate limits read (see ``m008``)."""
+    for index in _UNREAD_INDEXES:
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {index}")
+
+
 MIGRATIONS = (
     m001_initial,
     m002_append_only_audit,
@@ -270,4 +274,5 @@ MIGRATIONS = (
     m006_web_sessions,
     m007_token_minter,
     m008_rate_sequences,
+    m009_drop_unread_indexes,
 )
