@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import enum
+import json
 import re
 import socket
 import threading
@@ -12,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kindling.confirm.folding import fold_action
 from kindling.confirm.policy import is_high_risk
@@ -686,6 +691,80 @@ def test_answers_are_encoded_byte_for_byte_as_before() -> None:
         except Exception as exc:
             got = type(exc)
         assert got == expected, value
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.floats(min_value=-1e-3, max_value=1e-3)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _standard(value: object) -> object:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except Exception as exc:  # the same error, then
+        return type(exc)
+
+
+def _canonical(value: object) -> object:
+    from kindling.confirm.policy import canonical_json
+
+    try:
+        return canonical_json(value)
+    except Exception as exc:
+        return type(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_JSON_VALUES)
+def test_canonical_json_is_the_standard_encoders_text(value: object) -> None:
+    # Every audit row's hash and every request's digest hashes this text: a daemon of any version
+    # must write exactly what the standard encoder writes, or old chains stop verifying (issue 14
+    # has orjson write it where it agrees).
+    assert _canonical(value) == _standard(value)
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+class _Colour(enum.IntEnum):
+    RED = 1
+
+
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"lone": "\ud800", "pair": "\U0001f600"},
+        {"b": 1, "a": {"é": 1, "Z": 2, "\uffff": 3, "\U0001f600": 4}},
+        {1: "int key"},
+        {"nan": float("nan"), "inf": [float("-inf")]},
+        [1e16, 1.5e15, 1e-4, 9.99e-5, 5e-324, -0.0, 0.0],
+        {"text": '\u2028 \x00\x1f\x7f \\ " \t\n'},
+        _Point(1),
+        {"p": _Point(1)},
+        [_Colour.RED],
+        {_Name("k"): _Name("v")},
+    ],
+)
+def test_canonical_json_agrees_on_what_orjson_writes_otherwise(value: object) -> None:
+    assert _canonical(value) == _standard(value)
 
 
 def test_a_response_head_goes_out_with_its_body_in_one_write() -> None:

@@ -149,10 +149,14 @@ def translate_errors(target: str | Path, action: str = "use") -> Iterator[None]:
     try:
         yield
     except SQLAlchemyError as exc:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise StoreError(
-            f"Cannot {action} database {redact_url(target)}: {detail}", path=str(target)
-        ) from exc
+        raise store_error(exc, target, action) from exc
+
+
+def store_error(exc: SQLAlchemyError, target: str | Path, action: str = "use") -> StoreError:
+    """Return the StoreError sentence ``translate_errors`` raises for ``exc`` (for hot paths that
+    catch the error themselves rather than open a context manager per statement)."""
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    return StoreError(f"Cannot {action} database {redact_url(target)}: {detail}", path=str(target))
 
 
 def apply_migrations(engine: Engine, component: str, migrations: Sequence[Migration]) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from kindling.db import translate_errors
+from kindling.db import store_error, translate_errors
 from kindling.errors import StoreError
 
 log = logging.getLogger("kindling.confirm")
@@ -134,8 +134,9 @@ class GroupCommit(Generic[State]):
     def block(self) -> Iterator[tuple[Connection, State]]:
         """Run the body in the shared transaction; return only once its writes are committed.
 
-        An exception from the body undoes the body's writes alone and propagates; a failed
-        commit raises StoreError in every block of the batch.
+        An exception from the body undoes the body's writes alone and propagates (a database
+        error as StoreError, as ``translate_errors`` says it); a failed commit raises StoreError
+        in every block of the batch.
         """
         with self._cond:
             self._entering += 1
@@ -153,8 +154,10 @@ class GroupCommit(Generic[State]):
                 self._savepoint("SAVEPOINT kindling_block")
                 try:
                     yield conn, state
-                except BaseException:
+                except BaseException as exc:
                     self._undo(number, saved)
+                    if isinstance(exc, sa.exc.SQLAlchemyError):
+                        raise store_error(exc, self._target, "write") from exc
                     raise
                 self._savepoint("RELEASE SAVEPOINT kindling_block")
                 ok = True
@@ -242,8 +245,10 @@ class GroupCommit(Generic[State]):
 
     def _savepoint(self, sql: str) -> None:
         # On the DBAPI cursor: through SQLAlchemy each statement cost more than SQLite's work.
-        with translate_errors(self._target, "write"):
+        try:
             execute_raw(self._cursor, self._driver_error, sql)
+        except sa.exc.SQLAlchemyError as exc:
+            raise store_error(exc, self._target, "write") from exc
 
     def _undo(self, number: int, saved: State) -> None:
         try:

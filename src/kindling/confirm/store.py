@@ -68,6 +68,11 @@ class _Batch:
     cursor: Any  # the transaction's DBAPI cursor: the hot paths' statements skip SQLAlchemy (see _run)
     rules: list[WhitelistRule] | None = None
 
+    def copy(self) -> _Batch:
+        """Return a copy, to restore if a block fails (``dataclasses.replace`` looks up the fields
+        on every call, and every block makes one)."""
+        return _Batch(self.seq, self.hash, self.whitelist_gen, self.cursor, self.rules)
+
 
 @cache
 def _pyformat(sql: str) -> str:
@@ -104,7 +109,7 @@ class ConfirmationStore:
         # Writers share transactions and commits (see batching.py); this process's writers queue
         # there rather than in SQLite's busy-sleep loop.
         self._group: GroupCommit[_Batch] = GroupCommit(
-            self.engine, self.target, self._begin, dataclasses.replace, keep_connection=True
+            self.engine, self.target, self._begin, _Batch.copy, keep_connection=True
         )
         # The daemon's hot writes (submit, decide) from its event loop: ``await store.writes.run(call)``.
         self.writes = BatchWriter(self._group, self.target)
@@ -129,10 +134,17 @@ class ConfirmationStore:
     def _begin(self, conn: Connection) -> _Batch:
         # Take the write lock first: what is read after it stays true until the commit.
         if self._sqlite:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Begun for SQLAlchemy (so that its commit commits), locked on the DBAPI cursor as the
+            # hot statements run (see _run): through SQLAlchemy the BEGIN cost more than the batch's
+            # savepoints. (SQLite has no server to lose, which only SQLAlchemy would notice.)
+            conn.begin()
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            execute_raw(cursor, self._driver_error, "BEGIN IMMEDIATE")
         else:
+            # Through SQLAlchemy, which tells a server that ended the kept connection (see
+            # GroupCommit) from any other error.
             conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(k)s)", {"k": _PG_LOCK_KEY})
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         # One statement: the chain's head (none yet on a new database) and the rules' counter.
         head = execute_raw(
             cursor,
@@ -158,7 +170,7 @@ class ConfirmationStore:
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
         """A block of one shared write transaction; returns once its writes are committed."""
-        with self._group.block() as (conn, _batch), translate_errors(self.target, "write"):
+        with self._group.block() as (conn, _batch):  # which says database errors as StoreError
             yield conn
 
     @contextlib.contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -23,7 +22,7 @@ from kindling.confirm.bodies import (
     read_body,
 )
 from kindling.confirm.deps import BEARER_SECURITY, SettingsDep, StoreDep, authorize, require
-from kindling.confirm.policy import Identity
+from kindling.confirm.policy import Identity, orjson_agrees
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.spoofing import text_warnings
 from kindling.confirm.store import Confirmation, ConfirmationStore
@@ -57,33 +56,19 @@ class JSONAnswer(JSONResponse):
     """A JSON answer encoded by orjson when its bytes are the standard library's, else as Starlette does.
 
     orjson writes the same bytes as Starlette's ``json.dumps`` call, several times faster, except
-    for floats under 1e-4 (no exponent), NaN and infinities (null instead of an error), and
-    integers past 64 bits or keys that are not strings (it refuses them); those take the standard
-    path.
+    for floats under 1e-4 (no exponent), NaN and infinities (null instead of an error), integers
+    past 64 bits or keys that are not strings (it refuses them) and types other than JSON's own;
+    those take the standard path (``policy.orjson_agrees``).
     """
 
     def render(self, content: Any) -> bytes:
         """Return the encoded body."""
-        if _orjson_agrees(content):
+        if orjson_agrees(content):
             try:
                 return orjson.dumps(content)
             except orjson.JSONEncodeError:
                 pass
         return super().render(content)
-
-
-def _orjson_agrees(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if item != 0.0 and not 1e-4 <= abs(item) < math.inf:
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return True
 
 
 def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
