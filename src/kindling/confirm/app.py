@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from fastapi.requests import Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,7 +46,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         message = f"Body is larger than {self.max_bytes} bytes."
-        declared = Headers(scope=scope).get("content-length", "")
+        declared = _content_length(scope)
         if declared.isdigit() and int(declared) > self.max_bytes:
             await JSONResponse({"error": message}, status_code=413)(scope, receive, send)
             return
@@ -64,6 +63,15 @@ class BodyLimit:
             return received
 
         await self.app(scope, limited, send)
+
+
+def _content_length(scope: Scope) -> str:
+    # The first Content-Length, as ``Headers(scope=scope).get`` reads it, without building the
+    # mapping on every request.
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-length":
+            return value.decode("latin-1")
+    return ""
 
 
 class HotPaths:

@@ -18,7 +18,6 @@ import re
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
@@ -338,7 +337,9 @@ class ConfirmationStore:
                 else self._matching_rule(conn, action, session_key)
             )
             status = "auto_approved" if rule else "pending"
-            request_id = "cr_" + uuid.uuid4().hex
+            request_id = "cr_" + secrets.token_hex(
+                16
+            )  # 32 hex digits, as uuid4().hex gave, without the object
             values = {
                 "id": request_id,
                 "action": action,

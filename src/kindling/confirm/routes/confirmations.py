@@ -46,8 +46,9 @@ def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, A
     """
     data = record.to_dict()
     data["details"] = displayable_details(record.details)
-    data["approve_url"] = f"{settings.base_url}/confirm/{record.id}/approve"
-    data["deny_url"] = f"{settings.base_url}/confirm/{record.id}/deny"
+    link = f"{settings.base_url}/confirm/{record.id}"
+    data["approve_url"] = f"{link}/approve"
+    data["deny_url"] = f"{link}/deny"
     data["warnings"] = text_warnings(record.description, record.details, record.action)
     return data
 
