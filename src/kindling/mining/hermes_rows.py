@@ -87,7 +87,7 @@ def _assemble(
     pending = next(sessions, None)
     current: Any = _NO_SESSION
     current_row: Sequence[Any] | None = None
-    known: set[str] = set()
+    lean_row = LEAN_ROW
     earlier: dict[str, ToolCall] = {}
     copies: set[str] = set()
     roles = ROLES
@@ -107,7 +107,10 @@ def _assemble(
     # call id -> (tool, arguments, raw arguments, message index, request, tally) until answered, then None
     opened: dict[str, tuple[str, Any, str | None, int, str, list[int]] | None] = {}
     unanswered = 0
+    # The reader's known call ids (assemble_rows's ``known``) are those opened, those of calls
+    # the agent did not make (foreign), and those of calls on tool rows (never opened).
     foreign: set[str] = set()
+    on_tool_rows: set[str] = set()
     names: list[str] = []
     tally: dict[str, list[int]] = {}
     results: list[Result] = []
@@ -115,7 +118,7 @@ def _assemble(
     compacted = None
     for row in message_rows:
         # Lean rows, without compacted where the table has none (see SessionStream.assembled).
-        if len(row) == LEAN_ROW:
+        if len(row) == lean_row:
             session_key, order, role, content, call_id, raw_calls, compacted = row
         else:
             session_key, order, role, content, call_id, raw_calls = row
@@ -123,13 +126,13 @@ def _assemble(
             if current_row is not None:
                 report.add_counted(count, calls_seen, results_seen)
                 yield end_session(session_from_row(current_row), count, tally, names, unanswered, results)
-            known = set()
             earlier = {}
             copies = set()
             calls_seen = results_seen = 0
             count = unanswered = 0
             opened = {}
             foreign = set()
+            on_tool_rows = set()
             names = []
             tally = {}
             results = []
@@ -227,8 +230,6 @@ def _assemble(
             calls: Sequence[CallFields]
             if fast is not None and not earlier and not compacted:
                 calls = fast
-                for fields in fast:
-                    known.add(fields[0])
             else:
                 if fast is not None:
                     objects = tuple(new_call(*fields) for fields in fast)
@@ -243,15 +244,22 @@ def _assemble(
                 if compacted:
                     for tool_call in objects:
                         earlier[tool_call.id] = tool_call
-                for tool_call in objects:
-                    known.add(tool_call.id)
                 calls = [call_fields(tool_call) for tool_call in objects]
         else:
             calls = ()
-        if call_id is not None and type(call_id) is not str:
-            call_id = str(call_id)
         if role == "tool":
-            if call_id is None or call_id not in known or call_id in copies:
+            if call_id is not None and type(call_id) is not str:
+                call_id = str(call_id)
+            if calls:
+                for fields in calls:
+                    on_tool_rows.add(fields[0])
+            entry = opened.get(call_id)
+            if call_id in copies or (
+                entry is None
+                and call_id not in opened
+                and call_id not in foreign
+                and call_id not in on_tool_rows
+            ):
                 if call_id in copies or call_id in earlier:
                     copies.discard(call_id)
                     report.skip(COMPACTION_COPY)
@@ -263,8 +271,8 @@ def _assemble(
                 calls_seen += len(calls)
             # mining: the result answers its open call (its id is one the reader knows).
             count += 1
-            entry = opened.get(call_id)
             if entry is None:
+                # Answered before, or a call the agent did not make.
                 if call_id not in foreign:
                     skipped["duplicate_result" if call_id in opened else "result_without_call"] += 1
                 continue
@@ -281,18 +289,19 @@ def _assemble(
             if record:
                 results.append((status, name, arguments, raw_arguments, content, call_request, call_position))
             continue
-        if calls:
-            calls_seen += len(calls)
         # mining: a request, or the agent's calls opened until their results come.
         position = count
         count += 1
         if role == "user":
             if content:
                 request = content
-            for fields in calls:
-                foreign.add(fields[0])
-                skipped["user_tool_call"] += 1
+            if calls:
+                calls_seen += len(calls)
+                for fields in calls:
+                    foreign.add(fields[0])
+                    skipped["user_tool_call"] += 1
         elif calls:
+            calls_seen += len(calls)
             for call_id, name, arguments, raw_arguments, requestor in calls:
                 if requestor != "assistant":
                     foreign.add(call_id)

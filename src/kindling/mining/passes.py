@@ -135,8 +135,8 @@ class MiningPass:
         # occurrence from a session without a start time (None if none), which merge_partials
         # needs to pick the representative a single pass would have kept.
         self.kept: dict[tuple[str, bytes], list[Any]] = {}
-        # id(arguments object) -> (the object, tool name, its key in ``kept``); bounded.
-        self._keys: dict[int, tuple[Any, str, tuple[str, bytes]]] = {}
+        # id(arguments object) -> (the object, tool name, its slot in ``kept``); bounded.
+        self._slots: dict[int, tuple[Any, str, list[Any]]] = {}
         self.mined = 0
         self._unanswered = 0
         self._sequence = 0
@@ -195,7 +195,7 @@ class MiningPass:
         filtered = self.filtered
         trivial = self._trivial
         kept = self.kept
-        keys = self._keys
+        slots = self._slots
         dumps = orjson.dumps
         result_chars = self._result_chars
         context_chars = self._context_chars
@@ -215,23 +215,30 @@ class MiningPass:
                 continue
             if type(args) is dict and args:
                 # Readers share one parsed object between calls with the same argument text, so
-                # the key is computed once per object. The entry holds the object, so its id
+                # its group is looked up once per object. The entry holds the object, so its id
                 # cannot be reused by another while the entry lives.
-                cached = keys.get(id(args))
+                cached = slots.get(id(args))
                 if cached is not None and cached[0] is args and cached[1] == name:
-                    key = cached[2]
+                    slot = cached[2]
                 else:
                     canonical = dumps(args, option=_SORTED, default=_jsonable)
                     # orjson's bytes keep a ~4 KB buffer; a right-sized copy keeps memory small.
                     key = (name, bytes(memoryview(canonical)))
-                    if len(keys) >= _KEY_CACHE_ENTRIES:
-                        keys.clear()
-                    keys[id(args)] = (args, name, key)
+                    found = kept.get(key)
+                    if found is None:
+                        found = kept[key] = [0, recency, 0, "", "", "", "", 0, None, None, None]
+                    slot = found
+                    if len(slots) >= _KEY_CACHE_ENTRIES:
+                        slots.clear()
+                    slots[id(args)] = (args, name, slot)
             else:
                 key = (name, bytes(memoryview(canonical_key(args, raw_arguments))))
-            slot = kept.get(key)
-            if slot is None:
-                slot = kept[key] = [1, recency, 0, "", "", "", "", 0, None, None, None]
+                found = kept.get(key)
+                if found is None:
+                    found = kept[key] = [0, recency, 0, "", "", "", "", 0, None, None, None]
+                slot = found
+            if not slot[0]:
+                slot[0] = 1
             else:
                 slot[0] += 1
                 if recency is not None:
