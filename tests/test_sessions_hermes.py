@@ -401,12 +401,15 @@ def test_hermes_home_directory_means_its_state_db(tmp_path: Path) -> None:
     assert len(sessions) == 3
 
 
+@pytest.mark.parametrize("indexed", [False, True])
 @pytest.mark.parametrize("page_rows", [4096, 1, 2])
 def test_rows_with_bytes_that_are_not_utf8_are_skipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_rows: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_rows: int, indexed: bool
 ) -> None:
     monkeypatch.setattr("kindling.sessions.hermes._PAGE_ROWS", page_rows)
     db = HermesDB("sqlite", str(tmp_path / "state.db")).create("late")
+    if indexed:  # pages read in the index's order (see the test below)
+        db.conn.execute(OLD_INDEX)
     db.session("s1")
     db.session("s2")
     db.message("s2", "user", "other session")
@@ -423,6 +426,62 @@ def test_rows_with_bytes_that_are_not_utf8_are_skipped(
     assert [m.content for m in session.messages] == ["before", "after"]
     assert [m.content for m in other.messages] == ["other session"]
     assert report.skipped == {"invalid_utf8": 1}
+
+
+# Older Hermes schemas index messages on (session_id, timestamp) only.
+OLD_INDEX = "CREATE INDEX idx_messages_session ON messages(session_id, timestamp)"
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("page_rows", [1, 3, 4096])
+def test_pages_read_in_the_index_order_keep_the_message_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, page_rows: int
+) -> None:
+    import random
+
+    from kindling.sessions import hermes
+
+    monkeypatch.setattr(hermes, "_PAGE_ROWS", page_rows)
+    rng = random.Random(seed)
+    paths = (tmp_path / "indexed.db", tmp_path / "plain.db")
+    dbs = [HermesDB("sqlite", str(path)).create("early") for path in paths]
+    dbs[0].conn.execute(OLD_INDEX)
+    for db in dbs:
+        db.next_id = 1
+    names = [f"s{i}" for i in range(6)]
+    for name in names:
+        for db in dbs:
+            db.session(name)
+    # Sessions written one after another, interleaved, with clocks that went back in some.
+    clock = 1_767_225_600.0
+    for i in range(60):
+        name = names[i // 10] if seed % 2 else rng.choice(names)
+        clock += rng.choice([1.0, 1.0, 1.0, -5.0]) if seed > 1 else 1.0
+        role = rng.choice(["user", "assistant", "tool"])
+        calls = [call(f"c{i}", "terminal", {"command": f"ls {i}"})] if role == "assistant" else None
+        for db in dbs:
+            db.message(name, role, f"m{i}", timestamp=clock, tool_calls=calls, tool_call_id=f"c{i - 1}")
+    for db in dbs:
+        db.close()
+    conn = sqlite3.connect(paths[0])
+    assert hermes._index_order(conn, hermes._sqlite_columns(conn, "messages"), "id") == "timestamp"
+    conn.close()
+    statements: list[str] = []
+    execute = hermes._Pages._execute
+
+    def spy(self: Any, sql: str, params: tuple[Any, ...]) -> Any:
+        statements.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(hermes._Pages, "_execute", spy)
+    indexed, indexed_report = read(str(paths[0]))
+    assert any("timestamp, id" in sql for sql in statements)
+    plain, plain_report = read(str(paths[1]))
+    assert indexed == plain and indexed_report.as_dict() == plain_report.as_dict()
+    for session in indexed:
+        numbers = [int(m.content[1:]) for m in session.messages if m.content]
+        assert numbers == sorted(numbers)
+    assert mine(iter_sessions(str(paths[0]))).as_dict() == mine(iter_sessions(str(paths[1]))).as_dict()
 
 
 def test_reading_never_blocks_a_hermes_writer_in_wal_mode(tmp_path: Path) -> None:

@@ -28,7 +28,9 @@ over ``sessions``: memory stays constant in the number of sessions. SQLite is op
 read in pages (of ``messages``: whole sessions, about 512 rows, bounded by session ids found on the
 index), each its own short read transaction resumed by key, so a long read never holds Hermes's WAL
 checkpoint back; ``-wal``/``-shm`` files the read created are
-removed again when no other connection has the database open.
+removed again when no other connection has the database open. Where the only index on sessions is
+Hermes's older ``(session_id, timestamp)``, a page is read in that index's order (no sorting) and
+kept when it is the id order, else read again by id (``_index_order``).
 
 A read can be limited to a ``shard``: the sessions whose ids fall in ``[low, high)`` in the
 database's own order (``shard_bounds`` picks bounds that split the messages evenly). Shards read
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import sqlite3
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -327,6 +330,7 @@ def _read_sqlite(
         params,
         report,
         keys=("messages", key_where[len(" WHERE ") :]),
+        index_order=_index_order(connections[0], message_columns, order),
     )
     message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
@@ -357,6 +361,35 @@ def _read_sqlite(
         _close_all(connections)
         if wal is not None:
             wal.release()
+
+
+def _index_order(conn: sqlite3.Connection, message_columns: dict[str, str], order: str) -> str | None:
+    """Return "timestamp" when an index hands out each session's messages by (timestamp, order) but
+    none by order alone: older Hermes schemas index messages on (session_id, timestamp) only, so
+    reading by (session_id, order) sorts every page. Pages are then read in the index's order where
+    that is the order's own (see _Pages._grouped). None when that cannot help, or is not known to
+    be exact: the order column must be the rowid (unique, never NULL)."""
+    if "timestamp" not in message_columns:
+        return None
+    try:
+        if order != "rowid":
+            keys = [row[1] for row in conn.execute("PRAGMA table_info(messages)") if row[5]]
+            if keys != [order] or message_columns[order] != "integer":
+                return None
+
+        def sorts(by: str) -> bool:
+            plan = conn.execute(
+                f"EXPLAIN QUERY PLAN SELECT session_id FROM messages WHERE session_id >= ? AND session_id < ? "
+                f"ORDER BY session_id, {by}",
+                ("", ""),
+            ).fetchall()
+            return any("TEMP B-TREE" in str(step[-1]) for step in plan)
+
+        if sorts(order) and not sorts(f"timestamp, {order}"):
+            return "timestamp"
+    except sqlite3.Error:
+        pass
+    return None
 
 
 def _live_condition(message_columns: dict[str, str], *, boolean: bool) -> str | None:
@@ -479,12 +512,15 @@ class _Pages:
         report: ReadReport,
         *,
         keys: tuple[str, str] | None = None,
+        index_order: str | None = None,
     ) -> None:
         self.conn = conn
         self.select = select
         self.conditions = where[len(" WHERE ") :] if where else ""
         # (table, conditions on the key alone taking the same parameters): pages of whole groups.
         self.keys = keys
+        # A column an index orders each group by before the second key (see _index_order).
+        self.index_order = index_order
         self.params = params
         self.report = report
         self.repaired = 0
@@ -541,24 +577,45 @@ class _Pages:
             if high is not None:
                 page_conditions.append(f"{first} < ?")
                 params = (*params, high)
-            sql = f"{self.select} WHERE {' AND '.join(page_conditions)} ORDER BY {first}, {second}"
-            cursor = self._execute(sql, params)
             if not self.lenient:
                 try:
-                    page = cursor.fetchall()
+                    page = self._group_page(" AND ".join(page_conditions), params, first, second)
                 except sqlite3.OperationalError as exc:
                     # As in _paged: the rest is read by one statement with the lenient decoder.
-                    cursor.close()
+                    if self.cursor is not None:
+                        self.cursor.close()
                     self._go_lenient(exc)
             if self.lenient:
                 cursor = self._execute(rest_sql, params[: len(params) - (high is not None)])
                 yield self._rest(cursor)
                 return
-            cursor.close()
             yield page
             if high is None:
                 return
             low = high
+
+    def _group_page(self, where: str, params: tuple[Any, ...], first: str, second: str) -> list[Any]:
+        # The rows of one page of whole groups, ordered by (first, second). With an index that
+        # hands out each group by (index_order, second) (see _index_order), the page is read in
+        # that order, which needs no sorting, and kept when every group's rows came in order of
+        # ``second`` (the first two columns, compared pairwise in C: the second alone first, as
+        # sessions written one after another have it rising through the whole page); else it is
+        # read again in the order asked, which SQLite sorts group by group.
+        select = f"{self.select} WHERE {where} ORDER BY {first}, "
+        if self.index_order is not None:
+            cursor = self._execute(f"{select}{self.index_order}, {second}", params)
+            page: list[Any] = cursor.fetchall()
+            cursor.close()
+            try:
+                for keys in (list(map(_SECOND, page)), list(map(_FIRST_TWO, page))):
+                    if all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+                        return page
+            except TypeError:  # keys Python cannot compare (a number and a text)
+                pass
+        cursor = self._execute(f"{select}{second}", params)
+        page = cursor.fetchall()
+        cursor.close()
+        return page
 
     def _paged(
         self, conditions: list[str], order: str | None, resume: str, key: slice
@@ -650,6 +707,9 @@ def _sqlite_order_key(value: Any) -> tuple[int, Any]:
         return (2, value)
     return (3, bytes(value))
 
+
+_SECOND = operator.itemgetter(1)
+_FIRST_TWO = operator.itemgetter(0, 1)
 
 # ----------------------------------------------------------------------------------- PostgreSQL
 
