@@ -186,6 +186,21 @@ def test_classify_calls_fast_path_matches_the_plain_rule(sessions: list[list[str
         assert classifier.classify_calls(given_names) is expected, names
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_TOOL_NAMES, max_size=40),
+    st.sampled_from([0.3, 0.5, 0.6, 0.9]),
+)
+def test_call_counts_give_the_type_of_the_calls(names: list[str], threshold: float) -> None:
+    # Mining counts each session's calls per tool (in order of each tool's first call), and types
+    # the session from those counts: the same answer as from the calls themselves, ties included.
+    classifier = TaskClassifier(DEFAULT_TOOL_FAMILIES, threshold=threshold)
+    expected = classifier.classify_calls(names)
+    assert TaskClassifier(DEFAULT_TOOL_FAMILIES, threshold=threshold).classify_call_counts(
+        Counter(names)
+    ) is (expected)
+
+
 def test_text_keywords_from_config() -> None:
     path = mining_config_path()
     path.parent.mkdir(parents=True, exist_ok=True)

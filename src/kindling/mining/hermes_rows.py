@@ -14,6 +14,7 @@ PostgreSQL.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
@@ -87,7 +88,6 @@ def _assemble(
     pending = next(sessions, None)
     current: Any = _NO_SESSION
     current_row: Sequence[Any] | None = None
-    lean_row = LEAN_ROW
     earlier: dict[str, ToolCall] = {}
     copies: set[str] = set()
     roles = ROLES
@@ -111,21 +111,24 @@ def _assemble(
     # the agent did not make (foreign), and those of calls on tool rows (never opened).
     foreign: set[str] = set()
     on_tool_rows: set[str] = set()
-    names: list[str] = []
     tally: dict[str, list[int]] = {}
     results: list[Result] = []
     request = ""
     compacted = None
-    for row in message_rows:
-        # Lean rows, without compacted where the table has none (see SessionStream.assembled).
-        if len(row) == lean_row:
+    # Lean rows, without compacted where the table has none (see SessionStream.assembled): every
+    # row of a stream has the same shape, so the first one says which.
+    rows = iter(message_rows)
+    first = next(rows, None)
+    with_compacted = first is not None and len(first) == LEAN_ROW
+    for row in rows if first is None else itertools.chain((first,), rows):
+        if with_compacted:
             session_key, order, role, content, call_id, raw_calls, compacted = row
         else:
             session_key, order, role, content, call_id, raw_calls = row
         if session_key != current:
             if current_row is not None:
                 report.add_counted(count, calls_seen, results_seen)
-                yield end_session(session_from_row(current_row), count, tally, names, unanswered, results)
+                yield end_session(session_from_row(current_row), count, tally, unanswered, results)
             earlier = {}
             copies = set()
             calls_seen = results_seen = 0
@@ -133,7 +136,6 @@ def _assemble(
             opened = {}
             foreign = set()
             on_tool_rows = set()
-            names = []
             tally = {}
             results = []
             request = ""
@@ -145,7 +147,7 @@ def _assemble(
                 target = key(session_key)
                 while pending is not None and key(pending[0]) < target:
                     report.add_counted(0, 0, 0)
-                    yield end_session(session_from_row(pending), 0, {}, [], 0, [])
+                    yield end_session(session_from_row(pending), 0, {}, 0, [])
                     pending = next(sessions, None)
                 if pending is not None and pending[0] == session_key:
                     current_row = pending
@@ -316,11 +318,10 @@ def _assemble(
                 found[0] += 1
                 opened[call_id] = (name, arguments, raw_arguments, position, request, found)
                 unanswered += 1
-                names.append(name)
     if current_row is not None:
         report.add_counted(count, calls_seen, results_seen)
-        yield end_session(session_from_row(current_row), count, tally, names, unanswered, results)
+        yield end_session(session_from_row(current_row), count, tally, unanswered, results)
     while pending is not None:
         report.add_counted(0, 0, 0)
-        yield end_session(session_from_row(pending), 0, {}, [], 0, [])
+        yield end_session(session_from_row(pending), 0, {}, 0, [])
         pending = next(sessions, None)

@@ -173,16 +173,17 @@ class OutcomeClassifier:
         if rules is None:
             rules = self._rules_for(tool_name)
         head = content[0]
-        if head == "<" and content.startswith(UNTRUSTED_OPEN):
-            # Hermes's wrapper around web/browser/MCP output says nothing about the outcome.
-            content = unwrap_untrusted(content)
-            if not content:
-                return self._empty
-            head = content[0]
-        if head.isspace():
-            if content.isspace():
-                return self._empty
-            head = content.lstrip()[:1]
+        if head != "{":  # most results are JSON objects: none of the next steps applies to them
+            if head == "<" and content.startswith(UNTRUSTED_OPEN):
+                # Hermes's wrapper around web/browser/MCP output says nothing about the outcome.
+                content = unwrap_untrusted(content)
+                if not content:
+                    return self._empty
+                head = content[0]
+            if head.isspace():
+                if content.isspace():
+                    return self._empty
+                head = content.lstrip()[:1]
         if head == "{" or head == "[":
             try:
                 parsed = orjson.loads(content)

@@ -105,7 +105,7 @@ class MiningPass:
         self.classify = OutcomeClassifier(config.rules()).classify
         # Sessions are typed by their calls here: the task-text keywords (one large expression to
         # compile) are not needed.
-        self._classify_calls = TaskClassifier(config.families()).classify_calls
+        self._classify_calls = TaskClassifier(config.families()).classify_call_counts
         self._min_messages = min_messages
         self._max_sessions = max_sessions
         self._sources = _as_patterns(source_filter)
@@ -146,14 +146,13 @@ class MiningPass:
         session: Session,
         count: int,
         tally: dict[str, list[int]],
-        names: list[str],
         opened: int,
         results: list[Result],
     ) -> bool:
         """Account one session whose ``count`` messages were walked; True when ``max_sessions`` is reached.
 
         ``tally`` maps each tool the session called, in order of its first call, to ``[calls,
-        results, failures, unknown]``; ``names`` lists its calls' tools, ``opened`` how many calls
+        results, failures, unknown]``, ``opened`` how many calls
         got no result, ``results`` its paired results in order (empty when ``record`` is False).
         """
         stats = self.stats
@@ -187,7 +186,11 @@ class MiningPass:
         if eligible and results:
             self._keep(session, results)
         self._unanswered += opened
-        stats.task_types[self._classify_calls(names).value if names else NO_TOOLS] += 1
+        stats.task_types[
+            self._classify_calls({name: counts[0] for name, counts in tally.items()}).value
+            if tally
+            else NO_TOOLS
+        ] += 1
         self._sequence += 1
         return self._max_sessions is not None and self.mined >= self._max_sessions
 
@@ -286,7 +289,6 @@ def mine_rows(run: MiningPass, sessions: Iterable[SessionRows]) -> None:
         calls: dict[str, _Pending | None] = {}
         opened = 0
         foreign: set[str] = set()
-        names: list[str] = []
         tally: dict[str, list[int]] = {}
         results: list[Result] = []
         request = ""
@@ -348,8 +350,7 @@ def mine_rows(run: MiningPass, sessions: Iterable[SessionRows]) -> None:
                     found[0] += 1
                     calls[call_id] = (call, position, request, found)
                     opened += 1
-                    names.append(name)
-        if run.end_session(session, len(messages), tally, names, opened, results):
+        if run.end_session(session, len(messages), tally, opened, results):
             break
 
 

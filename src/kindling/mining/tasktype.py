@@ -94,6 +94,19 @@ class TaskClassifier:
             counts = Counter(map(self._family_cache.__getitem__, names))
         except KeyError:
             counts = Counter(map(self.family_of, names))
+        return self._dominant(counts)
+
+    def classify_call_counts(self, calls: Mapping[str, int]) -> TaskType:
+        """Return ``classify_calls`` of calls given as tool -> how many calls, each tool in the order
+        of its first call (the same answer as for the list of the calls' tools)."""
+        counts: Counter[str | None] = Counter()
+        family_of = self.family_of
+        for name, number in calls.items():
+            counts[family_of(name)] += number
+        return self._dominant(counts)
+
+    def _dominant(self, counts: Counter[str | None]) -> TaskType:
+        # Families in order of their first call, so ties break as in the calls' order.
         counts.pop(None, None)
         total = sum(counts.values())
         if total == 0:
