@@ -568,7 +568,11 @@ def test_indexes_no_query_reads_are_gone(tmp_path: Path, pg_url: str) -> None:
     from kindling.confirm import tables
     from kindling.db import apply_migrations, create_engine
 
-    unread = {"ix_confirm_requests_action_created", "ix_confirm_requests_token_key_created"}
+    unread = {
+        "ix_confirm_requests_action_created",
+        "ix_confirm_requests_token_key_created",
+        "ix_confirm_requests_token_created",
+    }
     db = str(tmp_path / "old.db")
     engine = create_engine(db)
     apply_migrations(
@@ -589,11 +593,45 @@ def test_indexes_no_query_reads_are_gone(tmp_path: Path, pg_url: str) -> None:
         # What the rate limits, the sweeper and an agent's own list read is still there.
         assert {
             "ix_confirm_requests_status_expires",
-            "ix_confirm_requests_token_created",
             "ux_confirm_requests_token_seq",
             "ux_confirm_requests_key_seq",
         } <= indexes, target
         store.close()
+
+
+def test_an_agents_list_is_newest_first_through_the_rate_limits_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No index by (token, created_at) any more: one token's requests are listed in the order they
+    # were numbered, which is commit order even when a clock steps back between two submits.
+    from kindling.confirm import store as store_module
+    from kindling.confirm.policy import Identity
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    bot, other = Identity("tok_a", "bot", "agent"), Identity("tok_b", "bot2", "agent")
+    ids = []
+    for step in (0, 10, -5, 1):  # the third submit's clock is behind the second's
+        clock[0] += step
+        ids.append(store.submit(action="deploy", description="d", identity=bot).request.id)
+        store.submit(action="deploy", description="d", identity=other)
+    assert [r.id for r in store.list_requests(requester_token="tok_a")] == ids[::-1]
+    assert [r.id for r in store.list_requests(requester_token="tok_a", newest_first=False, limit=2)] == ids[
+        :2
+    ]
+    assert [r.id for r in store.list_requests(requester_token="tok_a", status="pending", limit=1)] == ids[-1:]
+    with store.engine.connect() as conn:
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT id FROM confirm_requests WHERE requester_token = 'tok_a' "
+                "ORDER BY token_seq DESC LIMIT 50"
+            )
+        )
+    assert "ux_confirm_requests_token_seq" in plan and "TEMP B-TREE" not in plan, plan
+    store.close()
 
 
 # -- the C HTTP parser and the libuv loop (issue 14) -----------------------------------------------

@@ -412,13 +412,19 @@ class ConfirmationStore:
         limit: int = 100,
         newest_first: bool = True,
     ) -> list[Confirmation]:
-        """Return requests, optionally only one status or one requester's, newest first by default."""
+        """Return requests, optionally only one status or one requester's, newest first by default.
+
+        One requester's come in the order they were numbered (``token_seq``, under the write lock,
+        so in commit order whatever the daemons' clocks say), read through the rate limit's index.
+        """
         query = sa.select(t.requests)
         if status:
             query = query.where(t.requests.c.status == status)
+        key = t.requests.c.created_at
         if requester_token:
             query = query.where(t.requests.c.requester_token == requester_token)
-        order = t.requests.c.created_at.desc() if newest_first else t.requests.c.created_at.asc()
+            key = t.requests.c.token_seq
+        order = key.desc() if newest_first else key.asc()
         with self._read() as conn:
             rows = conn.execute(query.order_by(order).limit(max(1, limit))).all()
         return [self._row_to_request(r) for r in rows]

@@ -39,7 +39,6 @@ requests = sa.Table(
     sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
-sa.Index("ix_confirm_requests_token_created", requests.c.requester_token, requests.c.created_at)
 sa.Index("ux_confirm_requests_token_seq", requests.c.requester_token, requests.c.token_seq, unique=True)
 sa.Index(
     "ux_confirm_requests_key_seq",
@@ -265,6 +264,13 @@ def m009_drop_unread_indexes(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP INDEX IF EXISTS {index}")
 
 
+def m010_drop_token_created_index(conn: Connection) -> None:
+    """Drop the index of a token's requests by creation time: an agent's own list reads them in
+    ``token_seq`` order through the rate limit's index (see ``ConfirmationStore.list_requests``),
+    and every submit wrote this one too."""
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_confirm_requests_token_created")
+
+
 MIGRATIONS = (
     m001_initial,
     m002_append_only_audit,
@@ -275,4 +281,5 @@ MIGRATIONS = (
     m007_token_minter,
     m008_rate_sequences,
     m009_drop_unread_indexes,
+    m010_drop_token_created_index,
 )
