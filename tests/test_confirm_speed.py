@@ -485,16 +485,21 @@ def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
     store.close()
 
 
-def test_rate_limits_look_back_limit_places_in_the_window(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The store's clock, set by the test: ``clock[0]`` is what ``time.time()`` returns."""
+    from kindling.confirm import store as store_module
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(store_module.time, "time", lambda: now[0])
+    return now
+
+
+def test_rate_limits_look_back_limit_places_in_the_window(tmp_path: Path, clock: list[float]) -> None:
     # A limit is one look-up of the request ``limit`` places back (issue 14): it must count exactly
     # what the window holds, let requests age out, and keep the two limits apart.
-    from kindling.confirm import store as store_module
     from kindling.confirm.policy import Identity
 
-    clock = [1_000_000.0]
-    monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
     db = str(tmp_path / "confirm.db")
     store = ConfirmationStore(db, ConfirmSettings(db=db, rate_limit=3, token_rate_limit=5, rate_window=100))
     bot = Identity("tok_a", "bot", "agent")
@@ -600,15 +605,12 @@ def test_indexes_no_query_reads_are_gone(tmp_path: Path, pg_url: str) -> None:
 
 
 def test_an_agents_list_is_newest_first_through_the_rate_limits_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: list[float]
 ) -> None:
     # No index by (token, created_at) any more: one token's requests are listed in the order they
     # were numbered, which is commit order even when a clock steps back between two submits.
-    from kindling.confirm import store as store_module
     from kindling.confirm.policy import Identity
 
-    clock = [1_000_000.0]
-    monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
     db = str(tmp_path / "confirm.db")
     store = ConfirmationStore(db, ConfirmSettings(db=db))
     bot, other = Identity("tok_a", "bot", "agent"), Identity("tok_b", "bot2", "agent")

@@ -879,23 +879,11 @@ def newest_session_id(source: str | Path) -> str | None:
         order: Callable[[Any], tuple[int, Any]] = _text_order_key
     else:
         path = Path(source).expanduser()
-        if not path.is_file():
-            raise SourceError(f"Cannot open {path}: no such file.", path=path)
-        timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
-        wal = WalFiles(path)
-        try:
-            sqlite_conn = sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000)
-            try:
-                columns = _sqlite_columns(sqlite_conn, "sessions")
-                _require_tables(str(path), _sqlite_columns(sqlite_conn, "messages"), columns)
-                started = "started_at" if "started_at" in columns else "NULL"
-                rows = sqlite_conn.execute(f"SELECT id, {started} FROM sessions").fetchall()
-            finally:
-                sqlite_conn.close()
-        except sqlite3.Error as exc:
-            raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
-        finally:
-            wal.release()
+        with _short_read(path) as sqlite_conn:
+            columns = _sqlite_columns(sqlite_conn, "sessions")
+            _require_tables(str(path), _sqlite_columns(sqlite_conn, "messages"), columns)
+            started = "started_at" if "started_at" in columns else "NULL"
+            rows = sqlite_conn.execute(f"SELECT id, {started} FROM sessions").fetchall()
         order = _sqlite_order_key
     if len({str(session_id) for session_id, _started in rows}) < len(rows):
         return None
@@ -943,16 +931,28 @@ def _affinity(declared: str) -> str:
     return "numeric"
 
 
-def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
+@contextlib.contextmanager
+def _short_read(path: Path) -> Iterator[sqlite3.Connection]:
+    """Open ``path`` for a short read as the reader opens it (busy timeout, its ``-wal``/``-shm``
+    files removed again after); a SQLite error inside becomes a SourceError naming the file."""
     if not path.is_file():
         raise SourceError(f"Cannot open {path}: no such file.", path=path)
     timeout_ms = env_int("KINDLING_BUSY_TIMEOUT_MS", DEFAULT_BUSY_TIMEOUT_MS)
     wal = WalFiles(path)
     try:
         conn = sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000)
+        try:
+            yield conn
+        finally:
+            conn.close()
     except sqlite3.Error as exc:
         raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
-    try:
+    finally:
+        wal.release()
+
+
+def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
+    with _short_read(path) as conn:
         message_columns = _sqlite_columns(conn, "messages")
         session_columns = _sqlite_columns(conn, "sessions")
         _require_tables(str(path), message_columns, session_columns)
@@ -972,11 +972,6 @@ def _sqlite_shard_bounds(path: Path, parts: int) -> tuple[int, list[Any]]:
             if row is not None and (not bounds or bounds[-1] != row[0]):
                 bounds.append(row[0])
         return total, bounds
-    except sqlite3.Error as exc:
-        raise SourceError(_sqlite_problem(path, exc, timeout_ms), path=path) from exc
-    finally:
-        conn.close()
-        wal.release()
 
 
 def _pg_shard_bounds(url: str, parts: int) -> tuple[int, list[Any]]:
