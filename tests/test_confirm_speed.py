@@ -456,6 +456,121 @@ def test_writes_from_the_event_loop_share_commits_and_fail_alone(
     other.close()
 
 
+def _traced(store: ConfirmationStore) -> list[str]:
+    """Every statement the store's SQLite connections run from now on, as SQLite ran them."""
+    seen: list[str] = []
+
+    def trace(dbapi_connection: object, _record: object) -> None:
+        dbapi_connection.set_trace_callback(seen.append)  # type: ignore[attr-defined]
+
+    sa.event.listen(store.engine, "connect", trace)
+    store._group.close()  # the kept connection was opened before the listener
+    store.engine.dispose()
+    return seen
+
+
+def test_a_batch_runs_without_savepoints_until_a_block_fails(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    approver = store.authenticate(store.create_token("approver", "alice")[1])
+    assert agent is not None and approver is not None
+    seen = _traced(store)
+
+    def submit(i: int) -> object:
+        return lambda: store.submit(action=f"a{i}", description="d", identity=agent)
+
+    outcomes = store._group.run_together([submit(i) for i in range(6)])
+    assert all(ok for ok, _ in outcomes)
+    assert not [sql for sql in seen if "SAVEPOINT" in sql]
+    assert sum(sql.startswith("INSERT INTO confirm_requests") for sql in seen) == 6
+    assert sum(sql == "COMMIT" for sql in seen) == 1
+
+    # A block that fails after writing: the run's writes are rolled back and its calls run again
+    # under a savepoint each, so the failure is undone alone; the calls after it keep savepoints.
+    ids = [out.request.id for _, out in outcomes]  # type: ignore[attr-defined]
+    seen.clear()
+
+    def failing() -> None:
+        with store._write() as conn:
+            conn.execute(sa.text("DELETE FROM confirm_tokens"))
+            raise ConfirmError("changed my mind")
+
+    def own() -> object:  # the asking agent deciding its own request: refused inside the block
+        return store.decide(ids[1], "approved", identity=agent)
+
+    calls = [
+        submit(10),
+        lambda: store.decide(ids[0], "approved", identity=approver),
+        failing,
+        submit(11),
+        own,
+        lambda: store.decide(ids[2], "denied", identity=approver),
+    ]
+    outcomes = store._group.run_together(calls)
+    assert [ok for ok, _ in outcomes] == [True, True, False, True, False, True]
+    assert str(outcomes[2][1]) == "changed my mind"
+    assert isinstance(outcomes[4][1], ConfirmError) and outcomes[4][1].status_code == 403
+    assert sum(sql == "ROLLBACK" for sql in seen) == 1
+    assert sum(sql.startswith("SAVEPOINT") for sql in seen) == 6  # the replay: one a call
+    assert sum(sql.startswith("ROLLBACK TO SAVEPOINT") for sql in seen) == 2
+    assert len(store.list_tokens()) == 2
+    assert [store.get(i).status for i in ids[:3]] == ["approved", "pending", "denied"]
+    assert store.counts() == {**store.counts(), "pending": 6, "approved": 1, "denied": 1}
+    report = store.verify_audit()
+    assert report.ok and report.rows == 12  # 2 tokens, 8 submits, 2 decisions
+    store.close()
+
+
+def test_an_optimistic_run_joining_another_threads_transaction_undoes_only_its_own(tmp_path: Path) -> None:
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    assert agent is not None
+    seen = _traced(store)
+    in_block = threading.Event()
+    go_on = threading.Event()
+
+    def other_thread() -> None:  # opens the transaction and holds it until the run waits for it
+        with store._write():
+            store._audit(None, "token_revoked", None, "test", {"name": "nobody"})  # type: ignore[arg-type]
+            in_block.set()
+            go_on.wait(10)
+
+    def failing() -> None:
+        with store._write() as conn:
+            conn.execute(sa.text("DELETE FROM confirm_tokens"))
+            raise ConfirmError("changed my mind")
+
+    first = threading.Thread(target=other_thread)
+    first.start()
+    assert in_block.wait(10)
+    result: list[list[tuple[bool, object]]] = []
+    run = threading.Thread(
+        target=lambda: result.append(
+            store._group.run_together(
+                [lambda: store.submit(action="a", description="d", identity=agent), failing]
+            )
+        )
+    )
+    run.start()
+    deadline = time.monotonic() + 10
+    while not store._group._conn_lock._waiters:  # the run waits for the open transaction
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    go_on.set()
+    first.join(10)
+    run.join(10)
+    assert [ok for ok, _ in result[0]] == [True, False]
+    assert sum(sql == "SAVEPOINT kindling_run" for sql in seen) == 1
+    assert sum(sql == "ROLLBACK TO SAVEPOINT kindling_run" for sql in seen) == 1
+    assert "ROLLBACK" not in seen  # the other thread's write was not rolled back
+    assert store.counts()["pending"] == 1 and len(store.list_tokens()) == 1
+    assert [e.event for e in store.audit_events(limit=2)] == ["submitted", "token_revoked"]
+    assert store.verify_audit().ok
+    store.close()
+
+
 def test_a_database_from_before_gets_the_fast_paths(tmp_path: Path) -> None:
     from kindling.confirm import tables
     from kindling.db import apply_migrations, create_engine

@@ -1,8 +1,9 @@
 """Group commit: write blocks from many threads share one transaction and one commit (one fsync).
 
 Every state change of the confirmation store runs as a *block* inside the write transaction. A
-block runs on its caller's thread under a savepoint, so one that fails is undone alone; the first
-block to finish then commits for every block that ran meanwhile (a group commit), and no block
+block runs on its caller's thread under a savepoint, so one that fails is undone alone (the writer
+thread's runs take savepoints only once a block fails: see ``run_together``); the first block to
+finish then commits for every block that ran meanwhile (a group commit), and no block
 returns before the commit that holds its writes, so nothing acknowledged is ever lost. While one
 commit waits for the disk, the blocks that arrive queue up and share the next one: under load one
 fsync serves many requests instead of one.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import queue
 import threading
@@ -138,12 +140,18 @@ class GroupCommit(Generic[State]):
         error as StoreError, as ``translate_errors`` says it); a failed commit raises StoreError
         in every block of the batch.
         """
+        local = self._local
+        if getattr(local, "optimistic", False):
+            with self._optimistic_block(local) as opened:
+                yield opened
+            return
         with self._cond:
             self._entering += 1
         number = 0
         ok = False
         try:
-            with self._conn_lock:
+            # In a run of ``run_together`` its thread holds the connection lock for the whole run.
+            with contextlib.nullcontext() if getattr(local, "held", False) else self._conn_lock:
                 if self._conn is None:
                     self._open()
                 conn, state = self._conn, self._state
@@ -182,21 +190,29 @@ class GroupCommit(Generic[State]):
         between them; then wait for (or lead) the commits holding their writes. Return
         ``(True, result)`` or ``(False, exception)`` per call, in order.
 
+        The run is optimistic: it holds the connection for all its calls, and their blocks run
+        without a savepoint each (two statements a block saved). Only when a block fails are the
+        run's writes rolled back (to a savepoint the run took if it joined a transaction another
+        thread opened; else the whole transaction, which only its own blocks wrote), and its calls
+        so far run again, each block under its own savepoint as ``block`` runs them, so that a
+        failed block is still undone alone; so are the rest of the run's calls.
+
         A call whose writes were not committed gets the commit's StoreError, as ``block`` raises
         it; a call that raised keeps its own exception (its failed block was undone).
         """
         joined: list[tuple[int, bool]] = []
-        self._local.joined = joined
+        local = self._local
+        local.joined = joined
         ran: list[tuple[bool, Any, int]] = []
         try:
-            for call in calls:
-                start = len(joined)
-                try:
-                    ran.append((True, call(), start))
-                except Exception as exc:
-                    ran.append((False, exc, start))
+            with self._conn_lock:
+                local.held = True
+                self._run_calls(iter(calls), joined, ran)
         finally:
-            self._local.joined = None
+            local.joined = None
+            local.held = False
+            local.optimistic = False
+            local.mark = None
         failed: dict[int, StoreError] = {}
         for number in sorted({n for n, _ in joined}):
             try:
@@ -209,6 +225,98 @@ class GroupCommit(Generic[State]):
             lost = next((failed[n] for n, wrote in joined[start:end] if wrote and n in failed), None)
             outcomes.append((False, lost) if lost is not None else (ok, value))
         return outcomes
+
+    def _run_calls(
+        self,
+        calls: Iterator[Callable[[], Any]],
+        joined: list[tuple[int, bool]],
+        ran: list[tuple[bool, Any, int]],
+    ) -> None:
+        # Called holding the connection lock. The optimistic part of the run first, then, if a
+        # block in it failed, the same calls again and the rest of the run with savepoints.
+        local = self._local
+        local.optimistic = True
+        local.mark = None  # set by the run's first block: how to undo the run's writes
+        local.spoiled = False
+        retry: list[Callable[[], Any]] = []
+        for call in calls:
+            retry.append(call)
+            ran.append(_outcome(call, len(joined)))
+            if local.spoiled:
+                break
+        local.optimistic = False
+        mark = local.mark
+        if not local.spoiled:
+            if mark is not None and mark[0] == "savepoint":
+                self._release_mark(mark)
+            return
+        if not self._roll_back_run(mark):
+            return  # the connection is gone: the run's blocks fail with the batch's error
+        del joined[:]
+        del ran[:]
+        for call in itertools.chain(retry, calls):
+            ran.append(_outcome(call, len(joined)))
+
+    @contextlib.contextmanager
+    def _optimistic_block(self, local: Any) -> Iterator[tuple[Connection, State]]:
+        # A block of an optimistic run: no savepoint; a failure marks the run for a replay.
+        if self._conn is None:
+            self._open()
+            if local.mark is None:
+                local.mark = ("opened", self._opened)
+        elif local.mark is None:
+            # Joining a transaction another thread's blocks wrote in: undo only back to here.
+            assert self._state is not None
+            self._savepoint("SAVEPOINT kindling_run")
+            local.mark = ("savepoint", self._opened, self._copy(self._state))
+        conn, state = self._conn, self._state
+        assert conn is not None and state is not None
+        number = self._opened
+        self._blocks += 1
+        try:
+            yield conn, state
+        except BaseException as exc:
+            local.spoiled = True
+            if isinstance(exc, sa.exc.SQLAlchemyError):
+                raise store_error(exc, self._target, "write") from exc
+            raise
+        local.joined.append((number, True))
+
+    def _release_mark(self, mark: tuple[Any, ...]) -> None:
+        try:
+            self._savepoint("RELEASE SAVEPOINT kindling_run")
+        except Exception as exc:  # the connection is gone: the whole batch fails
+            self._abandon(mark[1], StoreError(f"Cannot write database: {exc}", path=self._target))
+
+    def _roll_back_run(self, mark: tuple[Any, ...] | None) -> bool:
+        # Undo an optimistic run's writes; False when that failed and the batch was abandoned.
+        if mark is None:  # the block failed before it could begin: nothing was written
+            return True
+        kind, number = mark[0], mark[1]
+        try:
+            if kind == "savepoint":
+                self._savepoint("ROLLBACK TO SAVEPOINT kindling_run")
+                self._savepoint("RELEASE SAVEPOINT kindling_run")
+                self._state = mark[2]
+                return True
+            conn = self._conn
+            assert conn is not None
+            with translate_errors(self._target, "write"):
+                conn.rollback()
+        except Exception as exc:
+            self._abandon(number, StoreError(f"Cannot write database: {exc}", path=self._target))
+            return False
+        # Only this run wrote in that transaction, and nobody waits for it: the replay opens the next.
+        if self._keep:
+            self._idle = conn
+        else:
+            _close_quietly(conn)
+        self._conn = None
+        self._state = None
+        self._cursor = None
+        with self._cond:
+            self._finish(number, None)
+        return True
 
     def close(self) -> None:
         """Close the connection kept between batches, if any (the store is closing)."""
@@ -428,6 +536,13 @@ class BatchWriter:
                 self._stopping = True
                 return
             item = queued
+
+
+def _outcome(call: Callable[[], Any], start: int) -> tuple[bool, Any, int]:
+    try:
+        return (True, call(), start)
+    except Exception as exc:
+        return (False, exc, start)
 
 
 def _answer(answers: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
