@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kindling.cli.main import app
-from kindling.sessions import ReadReport, generate_sample_db, iter_sessions
+from kindling.sessions import ReadReport, generate_sample_db, iter_sessions, sample_info
+from kindling.sessions.sample import SAMPLE_VERSION
 
 runner = CliRunner()
 
@@ -136,6 +138,28 @@ def test_sample_writes_keeps_and_forces(tmp_path: Path) -> None:
     forced = runner.invoke(app, ["sample", str(target), "--sessions", "5", "--force", "--quiet"])
     assert forced.exit_code == 0 and forced.stdout.strip() == str(target) and forced.stderr == ""
     assert sum(1 for _ in iter_sessions(target)) == 5
+
+
+def test_sample_of_an_older_version_is_written_again(tmp_path: Path) -> None:
+    # `make run` keeps its sample between runs: one an older kindling wrote is replaced, keeping
+    # its sessions and seed, so the demo shows what this version generates.
+    target = tmp_path / "state.db"
+    assert runner.invoke(app, ["sample", str(target), "--sessions", "6", "--seed", "3"]).exit_code == 0
+    with contextlib.closing(sqlite3.connect(target)) as conn, conn:
+        conn.execute("UPDATE kindling_sample SET value = '1' WHERE key = 'version'")
+    again = runner.invoke(app, ["sample", str(target), "--sessions", "50", "--json"])
+    assert again.exit_code == 0, again.output
+    assert orjson.loads(again.stdout) == {"path": str(target), "created": True, "sessions": 6, "seed": 3}
+    assert sample_info(target) == {"version": SAMPLE_VERSION, "seed": "3", "sessions": "6"}
+    said = runner.invoke(app, ["sample", str(target)])
+    assert "kept it" in said.stderr
+    with contextlib.closing(sqlite3.connect(target)) as conn, conn:
+        conn.execute("UPDATE kindling_sample SET value = '1' WHERE key = 'version'")
+    said = runner.invoke(app, ["sample", str(target)])
+    assert (
+        "older kindling (sample version 1)" in said.stderr
+        and sample_info(target)["version"] == SAMPLE_VERSION
+    )
 
 
 def test_sample_never_overwrites_a_real_database(tmp_path: Path) -> None:

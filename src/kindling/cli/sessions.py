@@ -307,8 +307,9 @@ def sample_command(
 
     The data is deterministic for a seed: code, file, research, terminal and mixed tasks; short,
     mid-length and marathon sessions; real Hermes tool calls with a realistic share of failures.
-    An existing sample is kept unless --force is given; a file that is not a kindling sample is
-    never overwritten.
+    An existing sample is kept unless --force is given, or unless an older kindling wrote it (a
+    sample of an earlier version is written again, with its sessions and seed); a file that is not
+    a kindling sample is never overwritten.
 
     Examples:
 
@@ -317,10 +318,11 @@ def sample_command(
       kindling sample build/sample/state.db --sessions 3000 --seed 1 --force
     """
     from kindling.errors import StoreError
-    from kindling.sessions.sample import default_sample_path, generate_sample_db, sample_info
+    from kindling.sessions.sample import SAMPLE_VERSION, default_sample_path, generate_sample_db, sample_info
 
     target = (path or default_sample_path()).expanduser()
     created = True
+    outdated = None
     if target.exists() and not force:
         info = sample_info(target)
         if info is None:
@@ -328,9 +330,13 @@ def sample_command(
                 f"{target} already exists and is not a kindling sample database; choose another path.",
                 path=target,
             )
-        created = False
         sessions, seed = int(info.get("sessions", 0)), int(info.get("seed", 0))
-    else:
+        if info.get("version") == SAMPLE_VERSION:
+            created = False
+        else:
+            # An older kindling's sample: the same sessions and seed, as this version writes them.
+            outdated, force = info.get("version", "?"), True
+    if created:
         with progress_bar(show_progress(json_output)) as progress:
             task = (
                 progress.add_task("Writing sample sessions", total=sessions) if progress is not None else None
@@ -346,7 +352,13 @@ def sample_command(
         return
     typer.echo(str(target))
     if not quiet:
-        if created:
+        if outdated is not None:
+            err_console.print(
+                f"The sample was written by an older kindling (sample version {outdated}); wrote it again: "
+                f"{sessions:,} sessions (seed {seed}).",
+                highlight=False,
+            )
+        elif created:
             err_console.print(f"Wrote {sessions:,} sample sessions (seed {seed}).", highlight=False)
         else:
             err_console.print(
