@@ -25,7 +25,16 @@ from kindling.sessions import (
     sample_task_types,
 )
 from kindling.sessions.sample import SAMPLE_VERSION, _plan_sessions, _SessionWriter
-from kindling.sessions.sample_data import CODE_FAIL, CODE_OK, FAILURE_RATE
+from kindling.sessions.sample_data import (
+    CHECKS_FAIL,
+    CHECKS_OK,
+    CODE_FAIL,
+    CODE_OK,
+    COMMANDS_FAIL,
+    COMMANDS_OK,
+    FAILURE_RATE,
+    TOOL_MIX,
+)
 
 HERMES_TOOLS = {
     "terminal",
@@ -163,6 +172,45 @@ def test_code_sessions_are_computation_and_fixes_stay_file_work(sample: Path) ->
     assert set(fix_kinds) <= {"file", "mixed", "terminal"} and fix_kinds["file"] > fix_kinds["mixed"]
 
 
+def test_calls_work_on_what_the_task_names(sample: Path) -> None:
+    # A session's calls belong to its task: a software fix runs tests and git, never systemctl;
+    # it edits the module its opening names; a question about a port looks at that port first; an
+    # analysis of the user's data never rolls dice. (Warm-up shows these calls as examples.)
+    conn = sqlite3.connect(sample)
+    try:
+        scenario = dict(conn.execute("SELECT session_id, scenario FROM kindling_sample_tasks").fetchall())
+    finally:
+        conn.close()
+    heads = {name: {c[0].split()[0] for c in COMMANDS_OK[name] + COMMANDS_FAIL[name]} for name in COMMANDS_OK}
+    patched = named = port_sessions = port_checked = analyses = 0
+    for session in iter_sessions(sample):
+        kind = scenario[session.id]
+        opening = session.messages[0].content or ""
+        calls = [c for m in session.messages for c in m.tool_calls]
+        for call in calls:
+            if call.name == "terminal":
+                assert call.arguments["command"].split()[0] in heads[kind], (kind, call.arguments)
+        module = re.search(r"\b(\S+\.(?:py|ts|go))\b", opening)
+        if kind == "software" and module:
+            edits = [c.arguments["path"] for c in calls if c.name == "patch"]
+            patched += len(edits)
+            named += sum(path == module.group(1) for path in edits)
+        port = re.search(r"port (\d+)", opening)
+        if kind == "terminal" and port and any(c.name == "terminal" for c in calls):
+            port_sessions += 1
+            first = next(c for c in calls if c.name == "terminal")
+            port_checked += port.group(1) in first.arguments["command"]
+        if kind == "analysis" and re.search(r"\.csv|logs", opening) and "dice" not in opening:
+            analyses += 1
+            for call in calls:
+                if call.name == "execute_code":
+                    code = call.arguments["code"]
+                    assert not any(w in code for w in ("rolls", "hypot", "linalg.solve")), (opening, code)
+    assert patched > 50 and named / patched > 0.9
+    assert port_sessions >= 5 and port_checked >= port_sessions * 0.6
+    assert analyses > 30
+
+
 def _template_regex(template: str, context: dict[str, str]) -> re.Pattern[str]:
     """A template of CODE_OK/CODE_FAIL as a regex: the session's values literal, digits as \\d+."""
     text = template.replace("{{", "{").replace("}}", "}")
@@ -176,25 +224,34 @@ def _template_regex(template: str, context: dict[str, str]) -> re.Pattern[str]:
 
 def test_execute_code_results_follow_their_snippet() -> None:
     # The output printed is the one chosen with the snippet, also when parallel calls run the
-    # same snippet (their results are written after all their arguments).
+    # same snippet (their results are written after all their arguments). Data analysis runs its
+    # own snippets; a software fix or mixed work runs quick checks of its own.
     rng = random.Random(5)
-    writer = _SessionWriter(rng, _plan_sessions(rng, 1)[0])
-    for fail, pool in ((False, CODE_OK), (True, CODE_FAIL)):
-        patterns = [
-            (_template_regex(code, writer.context), _template_regex(out, writer.context))
-            for code, out in pool
-        ]
-        calls = [writer._arguments("execute_code", fail) for _ in range(60)]
-        assert len({args["code"] for args in calls}) < len(calls)  # some snippets repeat
-        seen = set()
-        for args in calls:
-            result = orjson.loads(writer._result("execute_code", args, fail))
-            printed = result["error"] if fail else result["output"]
-            index = next(i for i, (code, _) in enumerate(patterns) if code.fullmatch(args["code"]))
-            assert patterns[index][1].fullmatch(printed), (args["code"], printed)
-            seen.add(index)
-        assert len(seen) >= len(pool) - 1
-    assert all(not pending for pending in writer._code_outputs.values())
+    pools = {
+        "analysis": (CODE_OK, CODE_FAIL),
+        "software": (CHECKS_OK["software"], CHECKS_FAIL["software"]),
+        "mixed": (CHECKS_OK["mixed"], CHECKS_FAIL["mixed"]),
+    }
+    for scenario, (ok, failing) in pools.items():
+        plan = _plan_sessions(rng, 1)[0]
+        plan.scenario = scenario
+        writer = _SessionWriter(rng, plan)
+        for fail, pool in ((False, ok), (True, failing)):
+            patterns = [
+                (_template_regex(code, writer.context), _template_regex(out, writer.context))
+                for code, out in pool
+            ]
+            calls = [writer._arguments("execute_code", fail) for _ in range(60)]
+            assert len({args["code"] for args in calls}) < len(calls)  # some snippets repeat
+            seen = set()
+            for args in calls:
+                result = orjson.loads(writer._result("execute_code", args, fail))
+                printed = result["error"] if fail else result["output"]
+                index = next(i for i, (code, _) in enumerate(patterns) if code.fullmatch(args["code"]))
+                assert patterns[index][1].fullmatch(printed), (args["code"], printed)
+                seen.add(index)
+            assert len(seen) >= max(1, len(pool) - 1)
+        assert all(not pending for pending in writer._code_outputs.values())
 
 
 def test_failures_are_realistic_and_rarer_in_marathon_sessions(sample: Path) -> None:
@@ -228,13 +285,16 @@ def test_intended_outcomes_are_the_results_written() -> None:
     # A call meant to succeed gets a successful result and one meant to fail a failed one, for
     # every tool and every command (some commands, like pytest, are in both pools).
     rng = random.Random(11)
-    writer = _SessionWriter(rng, _plan_sessions(rng, 1)[0])
-    for tool in sorted(HERMES_TOOLS):
-        for _ in range(300):
-            # clarify cannot fail (its failure rate is 0): it only asks.
-            for fail in (False, True) if FAILURE_RATE[tool] > 0 else (False,):
-                result = writer._result(tool, writer._arguments(tool, fail), fail)
-                assert failed(result) is fail, (tool, fail, result)
+    for scenario in sorted(TOOL_MIX):
+        plan = _plan_sessions(rng, 1)[0]
+        plan.scenario = scenario
+        writer = _SessionWriter(rng, plan)
+        for tool in sorted(HERMES_TOOLS):
+            for _ in range(100):
+                # clarify cannot fail (its failure rate is 0): it only asks.
+                for fail in (False, True) if FAILURE_RATE[tool] > 0 else (False,):
+                    result = writer._result(tool, writer._arguments(tool, fail), fail)
+                    assert failed(result) is fail, (scenario, tool, fail, result)
 
 
 def compaction_summaries(path: Path) -> int:

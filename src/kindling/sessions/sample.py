@@ -6,7 +6,9 @@ tasks of every type by the tool-call rule (data analysis done with execute_code,
 file chores done with file tools, research, system administration, and mixed work), each opened by
 a plausible first user message; calls of
 Hermes' own tools (terminal, read_file, write_file, patch, search_files, execute_code, web_search,
-web_extract, browser_navigate, memory, clarify) with realistic arguments and results; a realistic
+web_extract, browser_navigate, memory, clarify) with realistic arguments and results that fit the
+task (each scenario's own commands, files, edits and code, on the values its first message names,
+those it names preferred), so a warm-up built from the sample shows examples that make sense; a realistic
 share of failures (error JSON, tracebacks, ``command not found``, non-zero exit codes) that is
 lower in marathon sessions than in mid-length ones; compression chains (parent sessions); a few
 compacted rows (``active = 0``) and a few multimodal ``"\\x00json:"`` contents.
@@ -21,43 +23,53 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from kindling.config import kindling_home
 from kindling.errors import StoreError
 from kindling.sessions.sample_data import (
+    CHECKS_FAIL,
+    CHECKS_OK,
     CODE_FAIL,
+    CODE_HINTS,
     CODE_OK,
     COMMANDS_FAIL,
     COMMANDS_OK,
     FAILURE_RATE,
-    FILES,
+    FILE_CONTENTS,
     FILL,
     FINAL_REPLIES,
     FIRST_MESSAGES,
     FOLLOW_UPS,
     LENGTH_FACTOR,
+    PATCHES,
     QUERIES,
+    READ_PATHS,
     SCENARIOS,
+    SEARCHES,
     SITES,
     SUMMARIES,
     THOUGHTS,
     TOOL_MIX,
+    WRITES,
 )
 
-SAMPLE_VERSION = "3"
+SAMPLE_VERSION = "4"
 BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so every run yields the same rows
 
 TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+_T = TypeVar("_T")
 _SCENARIO_NAMES = tuple(name for name, _type, _weight in SCENARIOS)
 _SCENARIO_WEIGHTS = tuple(weight for _name, _type, weight in SCENARIOS)
 _SCENARIO_TYPES = {name: task_type for name, task_type, _weight in SCENARIOS}
@@ -361,6 +373,12 @@ class _SessionWriter:
         self.factor = LENGTH_FACTOR[plan.length]
         # One value per placeholder for the whole session, so the calls work on what the task names.
         self.context = {key: rng.choice(values) for key, values in FILL.items()}
+        # What the opening names (its placeholders, its words): calls on those are preferred.
+        self.named: set[str] = set()
+        self.opening = ""
+        # The results of the commands this session ran: command -> output, command -> (code, output).
+        self._printed: dict[str, str] = {}
+        self._failed: dict[str, tuple[int, str]] = {}
 
     # rows are (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,
     #           token_count, finish_reason, reasoning, active, compacted)
@@ -416,7 +434,10 @@ class _SessionWriter:
 
     def write(self) -> None:
         plan, rng = self.plan, self.rng
-        task = self.fill(rng.choice(FIRST_MESSAGES[plan.scenario]))
+        opening = rng.choice(FIRST_MESSAGES[plan.scenario])
+        self.named = set(_PLACEHOLDER_RE.findall(opening))
+        task = self.fill(opening)
+        self.opening = task.lower()
         if plan.parent_id is not None:
             task = "[Continuing after context compression] " + task
         self.first_text = task
@@ -494,44 +515,60 @@ class _SessionWriter:
             + " Work so far: files inspected, first fixes applied, checks run.",
         )
 
-    def _arguments(self, tool: str, fail: bool) -> dict[str, Any]:
+    def _pick(self, options: Sequence[_T], text: Callable[[_T], str] = str) -> _T:
+        """One of ``options``, mostly one that names a value the task's opening names."""
         rng = self.rng
+        named = [o for o in options if self.named & set(_PLACEHOLDER_RE.findall(text(o)))]
+        return rng.choice(named if named and rng.random() < 0.75 else options)
+
+    def _arguments(self, tool: str, fail: bool) -> dict[str, Any]:
+        rng, scenario = self.rng, self.plan.scenario
         if tool == "terminal":
             # A failing call mostly runs a command that fails for a reason of its own.
-            pool = COMMANDS_FAIL if fail and rng.random() < 0.7 else COMMANDS_OK
-            args: dict[str, Any] = {"command": rng.choice(pool)[0]}
+            if fail and rng.random() < 0.7:
+                command, status, output = self._pick(COMMANDS_FAIL[scenario], lambda c: c[0])
+                self._failed[self.fill(command)] = (status, self.fill(output))
+            else:
+                command, output = self._pick(COMMANDS_OK[scenario], lambda c: c[0])
+                self._printed[self.fill(command)] = self.fill(output)
+            args: dict[str, Any] = {"command": self.fill(command)}
             if rng.random() < 0.3:
                 args["timeout"] = rng.choice((60, 120, 300))
             return args
         if tool == "read_file":
-            return {"path": rng.choice(FILES), "offset": 1, "limit": rng.choice((100, 200, 500))}
+            path = self.fill(self._pick(READ_PATHS[scenario]))
+            return {"path": path, "offset": 1, "limit": rng.choice((100, 200, 500))}
         if tool == "write_file":
-            path = rng.choice(("TODO.md", "report.md", "notes/summary.md", "tests/test_parser_edge.py"))
-            return {
-                "path": path,
-                "content": "# Summary\n\n- " + self.fill("{topic} notes for {project}") + "\n",
-            }
+            path, content = self._pick(WRITES.get(scenario, WRITES["research"]), lambda w: w[0] + w[1])
+            return {"path": self.fill(path), "content": self.fill(content)}
         if tool == "patch":
+            path, old, new = self._pick(PATCHES.get(scenario, PATCHES["software"]), lambda p: p[0] + p[2])
             return {
                 "mode": "replace",
-                "path": rng.choice(FILES[:3] + FILES[5:6]),
-                "old_string": "head = lines[0]",
-                "new_string": "head = lines[0] if lines else ''",
+                "path": self.fill(path),
+                "old_string": self.fill(old),
+                "new_string": self.fill(new),
             }
         if tool == "search_files":
-            return {
-                "pattern": rng.choice(("TODO", "def parse", "import requests", "timeout=")),
-                "path": rng.choice(("src", ".", "tests")),
-                "target": "content",
-            }
+            pattern, where = self._pick(SEARCHES.get(scenario, SEARCHES["software"]), lambda s: s[0] + s[1])
+            return {"pattern": self.fill(pattern), "path": self.fill(where), "target": "content"}
         if tool == "execute_code":
             # The snippet and what it printed are chosen together; the result reads them back.
-            code, output = rng.choice(CODE_FAIL if fail else CODE_OK)
+            # A task about the user's data runs code that reads it (no dice rolls in a churn task),
+            # mostly the kind of code its opening asks for.
+            pool: tuple[tuple[str, str], ...] = CODE_FAIL if fail else CODE_OK
+            if self.plan.scenario != "analysis":
+                pool = (CHECKS_FAIL if fail else CHECKS_OK).get(self.plan.scenario, pool)
+            elif self.named & {"data", "logs"}:
+                pool = tuple(c for c in pool if _PLACEHOLDER_RE.search(c[0])) or pool
+            asked = [w for hint, w in CODE_HINTS.items() if hint in self.opening]
+            fitting = [c for c in pool if any(w in c[0] for w in asked)]
+            code, output = rng.choice(fitting if fitting and rng.random() < 0.75 else pool)
             snippet = self.fill_code(code)
             self._code_outputs.setdefault(snippet, []).append(self.fill_code(output))
             return {"code": snippet}
         if tool == "web_search":
-            return {"query": self.fill(rng.choice(QUERIES))}
+            return {"query": self.fill(self._pick(QUERIES))}
         if tool == "web_extract":
             return {"urls": rng.sample(SITES, rng.randint(1, 2))}
         if tool == "browser_navigate":
@@ -563,9 +600,9 @@ class _SessionWriter:
             if fail:
                 # A command that fails for a reason of its own says so; any other fails generically.
                 # Only when the call is meant to fail: some commands (pytest) appear in both lists.
-                for known, code, output in COMMANDS_FAIL:
-                    if known == command:
-                        return _json({"output": output, "exit_code": code, "error": None})
+                if command in self._failed:
+                    code, output = self._failed[command]
+                    return _json({"output": output, "exit_code": code, "error": None})
                 code, output = rng.choice(
                     (
                         (127, f"bash: line 1: {command.split()[0]}: command not found"),
@@ -574,26 +611,16 @@ class _SessionWriter:
                     )
                 )
                 return _json({"output": output, "exit_code": code, "error": None})
-            output = dict(COMMANDS_OK).get(command, "ok")
+            output = self._printed.get(command, "ok")
             return _json({"output": output, "exit_code": 0, "error": None})
         if tool == "read_file":
             if fail:
                 return _json({"error": f"File not found: {args['path']}"})
-            body = "\n".join(
-                f"{n:>4}|" + line
-                for n, line in enumerate(
-                    (
-                        "import re",
-                        "",
-                        "def parse(text):",
-                        "    lines = text.splitlines()",
-                        "    head = lines[0]",
-                        "    return [l.strip() for l in lines[1:]]",
-                    ),
-                    start=1,
-                )
+            lines = self.fill(FILE_CONTENTS[_file_kind(args["path"])]).splitlines()
+            body = "\n".join(f"{n:>4}|{line}" for n, line in enumerate(lines, start=1))
+            return _json(
+                {"content": body, "total_lines": len(lines), "file_size": len(body), "truncated": False}
             )
-            return _json({"content": body, "total_lines": 6, "file_size": 142, "truncated": False})
         if tool == "write_file":
             if fail:
                 return _json({"error": f"Permission denied: {args['path']}"})
@@ -606,16 +633,17 @@ class _SessionWriter:
             return _json(
                 {
                     "success": True,
-                    "diff": "-    head = lines[0]\n+    head = lines[0] if lines else ''",
+                    "diff": f"-{args['old_string']}\n+{args['new_string']}",
                     "files_modified": [args["path"]],
                 }
             )
         if tool == "search_files":
             if fail:
                 return _json({"error": "Path not found: " + args["path"]})
+            places = READ_PATHS[self.plan.scenario]
             hits = [
                 {
-                    "path": rng.choice(FILES),
+                    "path": self.fill(rng.choice(places)),
                     "line": rng.randint(1, 300),
                     "content": args["pattern"] + "(...)",
                 }
@@ -719,6 +747,14 @@ class _SessionWriter:
             self.tokens_out,
             title,
         )
+
+
+def _file_kind(path: str) -> str:
+    suffix = path.rsplit(".", 1)[-1] if "." in path.rsplit("/", 1)[-1] else ""
+    kinds = {"csv": "csv", "md": "markdown", "toml": "toml", "log": "log", "conf": "config"}
+    if suffix in kinds:
+        return kinds[suffix]
+    return "log" if path.startswith("/var/log") else "code"
 
 
 def _json(value: Any) -> str:

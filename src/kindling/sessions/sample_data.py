@@ -248,62 +248,187 @@ FAILURE_RATE: dict[str, float] = {
 }
 LENGTH_FACTOR = {"short": 0.85, "mid": 1.0, "marathon": 0.5}
 
-FILES = (
-    "src/app/parser.py",
-    "src/app/cli.py",
-    "tests/test_parser.py",
-    "README.md",
-    "pyproject.toml",
-    "src/billing/invoice.py",
-    "config/settings.yaml",
-    "scripts/deploy.sh",
-    "docs/usage.md",
-)
-COMMANDS_OK = (
-    (
-        "pytest -x -q tests/",
-        "........................                                  [100%]\n24 passed in 1.92s",
+# What each scenario's calls work on. Every template takes the session's own values (``FILL``),
+# so a call works on what the task's opening names; the generator prefers an option naming a value
+# the opening names ("Which process is listening on port {port}?" -> ``ss -ltnp | grep :{port}``).
+# Commands that succeed: (command, what it printed).
+COMMANDS_OK: dict[str, tuple[tuple[str, str], ...]] = {
+    "analysis": (
+        (
+            "head -n 3 {data}",
+            "id,user_id,{col},{by},created_at,status\n1,1042,12.5,A,2025-07-01,active\n2,1077,8.0,B,2025-07-01,active",
+        ),
+        ("wc -l {data}", "48213 {data}"),
+        ("python -c 'import pandas, numpy; print(pandas.__version__, numpy.__version__)'", "2.2.3 2.1.3"),
     ),
-    ("git status --short", " M src/app/parser.py\n?? tests/test_parser_edge.py"),
-    (
-        "ls -la",
-        "total 48\ndrwxr-xr-x  6 user user 4096 Jan  5 10:12 .\n-rw-r--r--  1 user user 1289 Jan  5 10:12 README.md",
+    "software": (
+        (
+            "pytest -x -q tests/",
+            "........................                                  [100%]\n24 passed in 1.92s",
+        ),
+        (
+            "pytest -x -q tests/ -k {test}",
+            ".                                                         [100%]\n1 passed, 23 deselected in 0.38s",
+        ),
+        ("git status --short", " M {module}\n?? tests/test_edge_cases.py"),
+        ("git diff --stat", " {module} | 4 ++--\n 1 file changed, 2 insertions(+), 2 deletions(-)"),
+        ("python -m pip install -e .", "Successfully installed app-0.3.1"),
     ),
-    ("df -h /", "Filesystem      Size  Used Avail Use% Mounted on\n/dev/nvme0n1p2  234G  212G   22G  91% /"),
-    (
-        "systemctl status nginx --no-pager",
-        "● nginx.service - A high performance web server\n   Active: active (running) since Mon 2026-01-05 09:14:02 UTC",
+    "file": (
+        (
+            "ls -la {path}",
+            "total 48\ndrwxr-xr-x  6 user user 4096 Jan  5 10:12 .\n-rw-r--r--  1 user user 1289 Jan  5 10:12 index.md",
+        ),
+        ("find ~/Pictures/{dir} -name '*.jpeg' | wc -l", "37"),
+        ("du -sh ~/Downloads/*", "1.2G\t/home/user/Downloads/ubuntu.iso\n310M\t/home/user/Downloads/videos"),
+        ("head -qn 1 {path}/*.csv | sort -u", "id,name,amount"),
+        (
+            "git diff --stat",
+            " pyproject.toml | 2 +-\n CHANGELOG.md   | 4 ++++\n 2 files changed, 5 insertions(+), 1 deletion(-)",
+        ),
     ),
-    ("docker ps --format '{{.Names}}'", "web\nworker\npostgres"),
-    ("ss -ltnp | grep 8080", 'LISTEN 0 511 0.0.0.0:8080 0.0.0.0:* users:(("node",pid=48121,fd=21))'),
-    ("du -sh ~/Downloads/*", "1.2G\t/home/user/Downloads/ubuntu.iso\n310M\t/home/user/Downloads/videos"),
-    ("python -m pip install -e .", "Successfully installed app-0.3.1"),
-    (
-        "journalctl -u redis-server --since '1 hour ago' --no-pager | tail -n 5",
-        "Jan 05 10:01:12 box redis-server[812]: Ready to accept connections tcp",
+    "terminal": (
+        (
+            "systemctl status {service} --no-pager",
+            "● {service}.service\n   Active: active (running) since Mon 2026-01-05 09:14:02 UTC",
+        ),
+        (
+            "journalctl -u {service} --since '1 hour ago' --no-pager | tail -n 3",
+            "Jan 05 10:01:12 box {service}[812]: worker process exited on signal 9\n"
+            "Jan 05 10:01:13 box systemd[1]: {service}.service: Scheduled restart job, restart counter is at 5.",
+        ),
+        (
+            "df -h /",
+            "Filesystem      Size  Used Avail Use% Mounted on\n/dev/nvme0n1p2  234G  227G  7.0G  97% /",
+        ),
+        ("du -sh /var/lib/docker /var/log", "14G\t/var/lib/docker\n2.1G\t/var/log"),
+        ("ss -ltnp | grep :{port}", 'LISTEN 0 511 0.0.0.0:{port} 0.0.0.0:* users:(("node",pid=48121,fd=21))'),
+        ("kill 48121 && sleep 1 && ss -ltn | grep -c :{port}", "0"),
+        ("sudo apt-get install -y {pkg}", "Setting up {pkg} ...\nProcessing triggers for man-db ..."),
+        ("crontab -l", "0 2 * * * tar czf /backup/nightly.tgz {path}"),
     ),
-)
-COMMANDS_FAIL = (
-    ("rg 'def parse' src", 127, "bash: line 1: rg: command not found"),
-    (
-        "pytest -x -q tests/",
-        1,
-        'F\n=================================== FAILURES ===================================\n___ test_parse_empty_line ___\nTraceback (most recent call last):\n  File "tests/test_parser.py", line 14, in test_parse_empty_line\n    assert parse("") == []\n  File "src/app/parser.py", line 31, in parse\n    head = lines[0]\nIndexError: list index out of range\n1 failed, 23 passed in 1.71s',
+    "research": (("curl -sI {url} | head -n 1", "HTTP/2 200"),),
+    "mixed": (
+        ("git clone --depth 1 https://{repo} repo && cd repo && pytest -q", "3 failed, 120 passed in 8.41s"),
+        (
+            "pytest -x -q tests/",
+            "........................                                  [100%]\n24 passed in 1.92s",
+        ),
+        ("pip install -U {lib}", "Successfully installed {lib}"),
+        ("curl -s {url} | head -n 2", '<!doctype html>\n<html lang="en">'),
+        ("tail -n 2 {path}/app.log", "ERROR Connection reset by peer\nERROR retry budget exhausted"),
     ),
-    ("npm run build", 1, 'npm ERR! Missing script: "build"'),
-    (
-        "systemctl restart caddy",
-        1,
-        "Job for caddy.service failed because the control process exited with error code.",
+}
+# Commands that fail for a reason of their own: (command, exit code, what it printed).
+COMMANDS_FAIL: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "analysis": (
+        (
+            "python analysis.py",
+            1,
+            'Traceback (most recent call last):\n  File "analysis.py", line 1, in <module>\n'
+            "    import pandas as pd\nModuleNotFoundError: No module named 'pandas'",
+        ),
     ),
-    ("make deploy", 2, "make: *** No rule to make target 'deploy'.  Stop."),
-    ("cat /etc/shadow", 1, "cat: /etc/shadow: Permission denied"),
-    (
-        "python manage.py migrate",
-        1,
-        "Traceback (most recent call last):\n  File \"manage.py\", line 22, in <module>\n    main()\nModuleNotFoundError: No module named 'django'",
+    "software": (
+        ("rg 'def parse' src", 127, "bash: line 1: rg: command not found"),
+        (
+            "pytest -x -q tests/",
+            1,
+            "F\n=================================== FAILURES ===================================\n___ {test} ___\n"
+            'Traceback (most recent call last):\n  File "{module}", line 31, in parse\n    head = lines[0]\n'
+            "{exc}\n1 failed, 23 passed in 1.71s",
+        ),
+        ("npm run build", 1, 'npm ERR! Missing script: "build"'),
     ),
-)
+    "file": (
+        ("rg -n TODO {path}", 127, "bash: line 1: rg: command not found"),
+        (
+            "mv ~/Pictures/{dir}/*.jpeg ~/Pictures/{dir}/jpg/",
+            1,
+            "mv: target '/home/user/Pictures/{dir}/jpg/' is not a directory",
+        ),
+    ),
+    "terminal": (
+        (
+            "systemctl restart {service}",
+            1,
+            "Job for {service}.service failed because the control process exited with error code.",
+        ),
+        ("cat /etc/shadow", 1, "cat: /etc/shadow: Permission denied"),
+        ("kill 48121", 1, "bash: kill: (48121) - Operation not permitted"),
+    ),
+    "research": (("curl -sI {url}", 6, "curl: (6) Could not resolve host"),),
+    "mixed": (
+        ("make deploy", 2, "make: *** No rule to make target 'deploy'.  Stop."),
+        (
+            "python manage.py migrate",
+            1,
+            'Traceback (most recent call last):\n  File "manage.py", line 22, in <module>\n    main()\n'
+            "ModuleNotFoundError: No module named 'django'",
+        ),
+    ),
+}
+# Files each scenario reads (and where its searches find things).
+READ_PATHS: dict[str, tuple[str, ...]] = {
+    "analysis": ("{data}", "analysis.py"),
+    "software": ("{module}", "{module}", "tests/test_parser.py", "pyproject.toml"),
+    "file": ("README.md", "pyproject.toml", "CHANGELOG.md", "{path}/index.md"),
+    "terminal": ("/etc/{service}/{service}.conf", "/var/log/syslog"),
+    "research": ("notes/{topic}.md",),
+    "mixed": ("README.md", "{path}/app.log", "report.md", "src/app/cli.py"),
+}
+# What a file holds when read, by its kind.
+FILE_CONTENTS: dict[str, str] = {
+    "code": "import re\n\ndef parse(text):\n    lines = text.splitlines()\n    head = lines[0]\n"
+    "    return [l.strip() for l in lines[1:]]",
+    "csv": "id,user_id,{col},{by},created_at\n1,1042,12.5,A,2025-07-01\n2,1077,8.0,B,2025-07-01",
+    "markdown": "# {project}\n\nTODO: describe install and usage.",
+    "toml": '[project]\nname = "app"\nversion = "1.3.2"\nrequires-python = ">=3.10"',
+    "log": "2026-01-05T10:01:12Z ERROR request failed: connection reset by peer\n"
+    "2026-01-05T10:01:13Z WARN retrying in 2s",
+    "config": "worker_processes auto;\nerror_log /var/log/{service}/error.log warn;",
+}
+# Edits: (path, old text, new text).
+PATCHES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "software": (
+        ("{module}", "head = lines[0]", "head = lines[0] if lines else ''"),
+        ("{module}", "except Exception:", "except (KeyError, ValueError):"),
+    ),
+    "file": (
+        ("pyproject.toml", 'version = "1.3.2"', 'version = "{ver}"'),
+        ("CHANGELOG.md", "## Unreleased", "## {ver}"),
+    ),
+    "mixed": (
+        ("requirements.txt", "{lib}==1.9.0", "{lib}==2.0.0"),
+        ("src/app/cli.py", "timeout=5", "timeout=30"),
+    ),
+}
+# Files written: (path, content).
+WRITES: dict[str, tuple[tuple[str, str], ...]] = {
+    "analysis": (
+        ("analysis.py", "import pandas as pd\n\ndf = pd.read_csv('{data}')\nprint(df.describe())\n"),
+        ("report.md", "# {col} by {by}\n\nFigures from {data}; the table is below.\n"),
+    ),
+    "software": (
+        (
+            "tests/test_edge_cases.py",
+            "from app.parser import parse\n\n\ndef test_empty_input():\n    assert parse('') == []\n",
+        ),
+    ),
+    "file": (
+        ("TODO.md", "# TODO\n\n- {path}/index.md:12 split this section\n"),
+        ("README.md", "# {project}\n\n## Install\n\n    pip install -e .\n"),
+    ),
+    "research": (("notes/{topic}.md", "# {topic}\n\n- three sources, summarised below\n"),),
+    "mixed": (("report.md", "# Test failures in {repo}\n\n- 3 failing tests, details below\n"),),
+}
+# Searches: (pattern, where).
+SEARCHES: dict[str, tuple[tuple[str, str], ...]] = {
+    "software": (("def parse", "src"), ("{test}", "tests"), ("raise ValueError", "src")),
+    "file": (("TODO", "{path}"), ("version", ".")),
+    "terminal": (("error", "/var/log/{service}"), ("Listen", "/etc/{service}")),
+    "mixed": (("import", "."), ("ERROR", "{path}")),
+}
 QUERIES = ("{a} vs {b} 2026", "{topic} survey", "{lib} changelog breaking changes", "how to {task}")
 SITES = (
     "https://docs.python.org/3/library/sqlite3.html",
@@ -372,6 +497,20 @@ CODE_OK = (
         "50%        {y}{x}.00\nmax       {z}{x}{y}.00\nName: {col}, dtype: float64",
     ),
 )
+# Which snippets an analysis task asks for: a word of its opening -> a word of the snippet.
+CODE_HINTS: dict[str, str] = {
+    "churn": "churn",
+    "percentiles": "percentile",
+    "linear model": "lstsq",
+    "average": "mean",
+    "dice": "rolls",
+    "missing": "isna",
+    "pi ": "hypot",
+    "equations": "solve",
+    "histogram": "hist",
+    "exploratory": "dtypes",
+    "top 10": "nlargest",
+}
 # execute_code calls that fail, with what Python printed.
 CODE_FAIL = (
     (
@@ -411,3 +550,35 @@ CODE_FAIL = (
         "ZeroDivisionError: division by zero",
     ),
 )
+
+# execute_code outside data analysis: quick checks of the work at hand, (code, output) as above.
+CHECKS_OK: dict[str, tuple[tuple[str, str], ...]] = {
+    "software": (
+        ("from app.parser import parse\nprint(parse(''), parse('a\\nb'))", "[] ['b']"),
+        ("import sys\nprint(sys.version.split()[0])", "3.11.{x}"),
+    ),
+    "mixed": (
+        (
+            "import pandas as pd\ntable = pd.read_html('{url}')[0]\ntable.to_csv('table.csv', index=False)\n"
+            "print(table.shape)",
+            "({n}, {x})",
+        ),
+        ("import {lib}\nprint({lib}.__version__)", "{x}.{y}.{z}"),
+    ),
+}
+CHECKS_FAIL: dict[str, tuple[tuple[str, str], ...]] = {
+    "software": (
+        (
+            "from app.parser import parse\nprint(parse(None))",
+            'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
+            "AttributeError: 'NoneType' object has no attribute 'splitlines'",
+        ),
+    ),
+    "mixed": (
+        (
+            "import pandas as pd\nprint(pd.read_html('{url}')[0].shape)",
+            'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
+            "ImportError: lxml not found, please install it",
+        ),
+    ),
+}
