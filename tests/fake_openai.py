@@ -26,6 +26,12 @@ exact bytes under ``"raw"``; ``responses`` keeps the exact bytes of every chat r
 
 It also serves ``GET /v1/models`` from ``models`` (a list of model entries, which may carry
 ``context_length``) and Ollama's ``POST /api/show`` from ``ollama_show`` (model -> JSON body).
+
+The same script answers Anthropic's Messages API (``POST /v1/messages``, what Hermes's
+``anthropic_messages`` mode calls): the reply's text and tool calls become ``text`` and
+``tool_use`` blocks, as one JSON message or, with ``"stream": true``, as Anthropic's events
+(``message_start``, the blocks' start/delta/stop, ``message_delta`` with the stop reason,
+``message_stop``). ``message_requests()`` returns those requests' bodies.
 """
 
 from __future__ import annotations
@@ -105,6 +111,11 @@ class FakeOpenAI:
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
+    def message_requests(self) -> list[dict[str, Any]]:
+        """The bodies of every Anthropic Messages request received, in order."""
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].split("?")[0].endswith("/v1/messages")]
+
     def start(self, port: int = 0) -> None:
         """Serve on 127.0.0.1:``port`` (0: a free port) on a background thread."""
         fake = self
@@ -126,7 +137,9 @@ class FakeOpenAI:
                 except ValueError:
                     return raw.decode("utf-8", "replace"), raw
 
-            def _stream(self, item: dict[str, Any], model: str, body: dict[str, Any]) -> None:
+            def _stream(
+                self, item: dict[str, Any], model: str, body: dict[str, Any], anthropic: bool = False
+            ) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -136,7 +149,7 @@ class FakeOpenAI:
                     item.get("chunk_delay", self.headers.get("X-Fake-Chunk-Delay") or fake.chunk_delay)
                 )
                 hold = item.get("hold")
-                events = fake._events(item, model, body)
+                events = fake._anthropic_events(item, model) if anthropic else fake._events(item, model, body)
                 if fake.record:
                     with fake._lock:
                         fake.responses.append("".join(events).encode())
@@ -199,7 +212,8 @@ class FakeOpenAI:
                     else:
                         self._send(404, b'{"error": "model not found"}')
                     return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                anthropic = self.path.split("?")[0].rstrip("/").endswith("/v1/messages")
+                if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 # A client (a benchmark) may ask for a slower upstream per request.
@@ -226,9 +240,10 @@ class FakeOpenAI:
                     return
                 model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
                 if isinstance(body, dict) and body.get("stream"):
-                    self._stream(item, model, body)
+                    self._stream(item, model, body, anthropic)
                     return
-                reply = json.dumps(fake._completion(item, model)).encode()
+                answer = fake._anthropic_message(item, model) if anthropic else fake._completion(item, model)
+                reply = json.dumps(answer).encode()
                 if fake.record:
                     with fake._lock:
                         fake.responses.append(reply)
@@ -299,6 +314,71 @@ class FakeOpenAI:
             chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model}
             events.append(f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n")
         events.append("data: [DONE]\n\n")
+        return events
+
+    @staticmethod
+    def _anthropic_message(item: dict[str, Any], model: str) -> dict[str, Any]:
+        """The scripted reply as an Anthropic message: text and tool_use blocks, a stop reason."""
+        message = item["message"]
+        blocks: list[dict[str, Any]] = []
+        if message.get("content"):
+            blocks.append({"type": "text", "text": message["content"]})
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": "toolu_" + call["id"].removeprefix("call_"),
+                    "name": function["name"],
+                    "input": json.loads(function["arguments"] or "{}"),
+                }
+            )
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:16]}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": blocks,
+            "stop_reason": "tool_use" if message.get("tool_calls") else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+
+    @staticmethod
+    def _anthropic_events(item: dict[str, Any], model: str) -> list[str]:
+        """The scripted reply as Anthropic's stream: each block started, filled in pieces, stopped."""
+        message = FakeOpenAI._anthropic_message(item, model)
+
+        def event(kind: str, data: dict[str, Any]) -> str:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+        events = [event("message_start", {"message": start})]
+        for index, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                events.append(
+                    event("content_block_start", {"index": index, "content_block": {**block, "text": ""}})
+                )
+                for at in range(0, len(block["text"]), 8):
+                    delta = {"type": "text_delta", "text": block["text"][at : at + 8]}
+                    events.append(event("content_block_delta", {"index": index, "delta": delta}))
+            else:
+                events.append(
+                    event("content_block_start", {"index": index, "content_block": {**block, "input": {}}})
+                )
+                arguments = json.dumps(block["input"])
+                for at in range(0, len(arguments), 10):
+                    delta = {"type": "input_json_delta", "partial_json": arguments[at : at + 10]}
+                    events.append(event("content_block_delta", {"index": index, "delta": delta}))
+            events.append(event("content_block_stop", {"index": index}))
+        stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+        events.append(event("message_delta", {"delta": stop, "usage": {"output_tokens": 5}}))
+        events.append(event("message_stop", {}))
         return events
 
     @staticmethod

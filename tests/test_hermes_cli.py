@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -253,6 +254,52 @@ def test_broken_settings_leave_hermes_running(isolated_homes: Path, caplog: pyte
     assert "kindling: plugin not loaded" in caplog.text and "budget" in caplog.text
 
 
+def test_anthropic_requests_get_turns_and_the_addendum_ends_the_system(isolated_homes: Path) -> None:
+    from kindling.integrations.hermes import SessionWarmer
+    from kindling.templates.model import Example, Template
+    from kindling.templates.store import open_store
+
+    open_store().save(
+        Template(
+            name="t",
+            system_prompt_addendum="Prefer pytest -x.",
+            examples=[
+                Example(tool_name="terminal", context="run the tests", arguments={"command": "pytest"})
+            ],
+        )
+    )
+    warmer = SessionWarmer(PluginSettings(template="t"))
+    tools = [{"name": "terminal", "description": "", "input_schema": {"type": "object"}}]
+    for system, expected in (
+        ([{"type": "text", "text": "You are Hermes."}], [{"type": "text", "text": "You are Hermes."}]),
+        ("You are Hermes.", "You are Hermes.\n\n"),
+        (None, ""),
+    ):
+        request: dict[str, Any] = {"messages": [{"role": "user", "content": "run the tests"}], "tools": tools}
+        if system is not None:
+            request["system"] = system
+        warmed = warmer(request=request, session_id=f"s-{system!r}", api_mode="anthropic_messages")["request"]
+        turns = warmed["messages"]
+        assert turns[-1] == request["messages"][0] and turns[-2]["role"] == "assistant"
+        assert turns[0]["role"] == "user" and any(
+            block["type"] == "tool_use" and block["name"] == "terminal"
+            for turn in turns
+            for block in turn["content"]
+        )
+        if isinstance(expected, list):
+            assert warmed["system"] == [*expected, {"type": "text", "text": "Prefer pytest -x."}]
+        else:
+            assert warmed["system"] == expected + "Prefer pytest -x."
+        assert request.get("system") == system  # the caller's request is not changed
+    # Without tools the Messages API would refuse the past tool calls: nothing is added.
+    bare = {"messages": [{"role": "user", "content": "run the tests"}]}
+    assert warmer(request=bare, session_id="bare", api_mode="anthropic_messages") is None
+    # Chat completions of the same session are warmed in their own shape.
+    chat = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "run the tests"}]}
+    warmed = warmer(request=chat, session_id="s-None", api_mode="chat_completions")["request"]["messages"]
+    assert warmed[0] == chat["messages"][0] and any(m.get("tool_calls") for m in warmed)
+
+
 def test_warm_up_failure_logs_one_line_and_the_request_goes_unwarmed(
     isolated_homes: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,7 +314,7 @@ def test_warm_up_failure_logs_one_line_and_the_request_goes_unwarmed(
     assert warmer(request=request, session_id="s1", api_mode="chat_completions") is None  # decided once
     assert len([r for r in caplog.records if r.name == "kindling.hermes"]) == 1
     assert warmer(request={"input": []}, session_id="s2") is None  # not chat messages: left alone
-    anthropic = warmer(request=request, session_id="s3", api_mode="anthropic_messages")
-    assert anthropic is None and "'anthropic_messages' API mode" in caplog.text
+    responses = warmer(request=request, session_id="s3", api_mode="codex_responses")
+    assert responses is None and "'codex_responses' API mode" in caplog.text
     assert warmer(request=request, session_id="", api_mode="chat_completions") is None
     assert "requests without a session id" in caplog.text

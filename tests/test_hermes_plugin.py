@@ -10,6 +10,7 @@ the plugin's hook is the only guard: exactly the headless case it exists for.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -33,15 +34,19 @@ MARKER = "kindling-example-result"
 TASK = "Run the unit tests for the parser"
 
 
-def write_config(home: Path, fake: FakeOpenAI, **settings: Any) -> None:
-    """Hermes's config.yaml: the fake model server, the plugin enabled with ``settings``."""
+def write_config(home: Path, fake: FakeOpenAI, api_mode: str = "", **settings: Any) -> None:
+    """Hermes's config.yaml: the fake model server (in ``api_mode`` when given), the plugin
+    enabled with ``settings``."""
     home.mkdir(parents=True, exist_ok=True)
+    anthropic = api_mode == "anthropic_messages"
     lines = [
         "model:",
         "  default: fake-model",
         "  provider: custom",
-        f"  base_url: {fake.base_url}",
+        # Anthropic's SDK adds /v1/messages to the base URL itself.
+        f"  base_url: {fake.root_url if anthropic else fake.base_url}",
         "  api_key: sk-test",
+        *([f"  api_mode: {api_mode}"] if api_mode else []),
         "plugins:",
         "  enabled: [kindling]",
         "  entries:",
@@ -161,6 +166,49 @@ def test_warm_start_keeps_its_bytes_and_the_guard_blocks_when_the_daemon_is_down
     assert [role for role, _ in rows] == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
     assert not any(MARKER in (content or "") for _, content in rows)
     assert rows[0][1] == TASK
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """The text of an Anthropic turn (a string, or its text blocks)."""
+    content = turn["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content if block.get("type") == "text")
+
+
+def test_anthropic_mode_is_warmed_with_the_same_turns_on_every_call(
+    fake_openai: FakeOpenAI, homes: tuple[Path, Path]
+) -> None:
+    # Hermes talking to Claude (its anthropic_messages mode) sends Messages API requests: the
+    # warm-up goes first in "messages" as alternating user/assistant turns, tool calls as
+    # tool_use blocks answered by tool_result blocks, and the same bytes on every call.
+    home, kindling_home = homes
+    save_template()
+    write_config(home, fake_openai, api_mode="anthropic_messages")
+    fake_openai.script = [tool_call("terminal", {"command": "echo checked"}), text("All tests pass.")]
+    assert run_hermes(home, kindling_home, TASK, "terminal").strip() == "All tests pass."
+
+    requests = fake_openai.message_requests()
+    assert len(requests) == 2 and not fake_openai.chat_requests()
+    first = requests[0]["messages"]
+    real = next(i for i, turn in enumerate(first) if turn["role"] == "user" and turn_text(turn) == TASK)
+    warm = first[:real]
+    assert warm and warm[0]["role"] == "user" and warm[-1]["role"] == "assistant"
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(first))
+    assert MARKER in json.dumps(warm) and "web_search" not in json.dumps(warm)
+    uses = [b for turn in warm for b in turn["content"] if b["type"] == "tool_use"]
+    answered = [b["tool_use_id"] for turn in warm for b in turn["content"] if b["type"] == "tool_result"]
+    assert [b["name"] for b in uses] == ["terminal"] and answered == [b["id"] for b in uses]
+    assert "Hermes" in json.dumps(requests[0]["system"])
+    # The second call (after the real tool call) carries the identical warm turns and system.
+    later = requests[1]
+    assert json.dumps(later["messages"][:real]) == json.dumps(warm)
+    assert later["system"] == requests[0]["system"]
+    results = [b for turn in later["messages"][real:] for b in turn["content"] if isinstance(b, dict)]
+    assert any(b.get("type") == "tool_result" and "checked" in json.dumps(b) for b in results)
+    # Hermes stored only the real conversation.
+    rows = state_rows(home)
+    assert rows[0][1] == TASK and not any(MARKER in (content or "") for _, content in rows)
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ install`` adds it), calls :func:`register` with its plugin context. Three parts,
 (see :mod:`kindling.integrations.hermes_settings`):
 
 - **Warm start** (``llm_request`` middleware): on a session's first API call, the warm-up for the
-  first user message, limited to the tools in the request, goes right after the system messages.
+  first user message, limited to the tools in the request, goes right after the system messages
+  (chat completions) or first in ``messages`` as Messages API turns (Hermes's
+  ``anthropic_messages`` mode, a template's system addendum then last in ``system``).
   It is computed once per session and the identical bytes are inserted on every later call, so
   the prompt prefix stays byte-stable for the provider's cache. It only changes what is sent:
   Hermes stores the real messages, never the warm ones. A failure logs one line and the turn goes
@@ -40,9 +42,11 @@ __all__ = ["SessionWarmer", "load_settings", "register"]
 logger = logging.getLogger("kindling.hermes")
 
 TOOLSET = "kindling"
-# Warm messages are OpenAI chat messages; Hermes's Anthropic, Bedrock and Responses modes carry
-# other shapes (a separate system, "input" items) and are left as they are. "" is an older Hermes.
+# Warm messages are OpenAI chat messages, converted to Messages API turns for Hermes's Anthropic
+# mode; its Bedrock and Responses modes carry other shapes ("input" items) and are left as they
+# are. "" is an older Hermes.
 CHAT_API_MODES = frozenset({"chat_completions", ""})
+ANTHROPIC_API_MODE = "anthropic_messages"
 APPROVAL_TRANSPORT = "kindling"
 # Hermes's own hook limit (newer releases) must outlast the approval wait; keep this much spare.
 _HOOK_MARGIN_SECONDS = 2.0
@@ -107,8 +111,11 @@ class SessionWarmer:
 
     def __call__(self, request: Any = None, session_id: str = "", api_mode: str = "", **_: Any) -> Any:
         """Hermes calls this before every API call; return ``{"request": ...}`` or None to leave it."""
-        if (api_mode or "") not in CHAT_API_MODES:
-            self._skip_once(f"Hermes's {api_mode!r} API mode (only chat completions are warmed)")
+        anthropic = api_mode == ANTHROPIC_API_MODE
+        if not anthropic and (api_mode or "") not in CHAT_API_MODES:
+            self._skip_once(
+                f"Hermes's {api_mode!r} API mode (chat completions and Anthropic messages are warmed)"
+            )
             return None
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return None
@@ -116,13 +123,14 @@ class SessionWarmer:
             # Without a session there is nothing to keep the warm-up identical across calls.
             self._skip_once("requests without a session id")
             return None
-        key = session_id
+        # A session whose provider falls back to another mode is warmed again in that one's shape.
+        key = f"{session_id}\x00{api_mode if anthropic else 'chat'}"
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
         if cached is None:
-            cached = self._compute(request)
+            cached = self._compute(request, anthropic=anthropic)
             with self._lock:
                 cached = self._cache.setdefault(key, cached)  # a racing first call keeps the first answer
                 while len(self._cache) > self.max_sessions:
@@ -130,19 +138,39 @@ class SessionWarmer:
         if cached == "[]":
             return None
         messages = request["messages"]
-        head = _leading_system_count(messages)
         warmed = dict(request)
+        if anthropic:
+            warm = json.loads(cached)
+            warmed["messages"] = warm["messages"] + messages
+            if warm["system"]:
+                warmed["system"] = _with_system_text(request.get("system"), warm["system"])
+            return {"request": warmed}
+        head = _leading_system_count(messages)
         warmed["messages"] = messages[:head] + json.loads(cached) + messages[head:]
         return {"request": warmed}
 
-    def _compute(self, request: dict[str, Any]) -> str:
-        """Return the warm messages for this request as JSON text ("[]" when there are none)."""
+    def _compute(self, request: dict[str, Any], *, anthropic: bool = False) -> str:
+        """Return the warm messages for this request as JSON text ("[]" when there are none):
+        chat messages, or for Anthropic ``{"system": ..., "messages": [...]}`` ending with an
+        assistant turn, so the request's first (user) turn follows in alternation."""
+        from kindling.warmup.convert import to_anthropic
         from kindling.warmup.warm import find_task
 
         task = find_task(request["messages"])
         tools = _tool_names(request.get("tools"))
+        if anthropic and not tools:
+            # The Messages API refuses tool_use blocks in a request that defines no tools.
+            return "[]"
         try:
             messages = self.warm_messages(task, tools)
+            if anthropic and messages:
+                converted = to_anthropic(messages)
+                turns = converted["messages"]
+                if not turns:
+                    return "[]"
+                if turns[-1]["role"] != "assistant":
+                    turns.append({"role": "assistant", "content": [{"type": "text", "text": "(continued)"}]})
+                return json.dumps(converted, ensure_ascii=False, separators=(",", ":"))
         except KindlingError as exc:
             logger.warning("kindling: no warm-up for this session: %s", exc)
             return "[]"
@@ -204,6 +232,15 @@ def _tool_names(tools: Any) -> set[str] | None:
             if isinstance(name, str):
                 names.add(name)
     return names
+
+
+def _with_system_text(system: Any, text: str) -> Any:
+    """Return an Anthropic ``system`` (text or blocks) with ``text`` added at its end."""
+    if isinstance(system, list):
+        return [*system, {"type": "text", "text": text}]
+    if isinstance(system, str) and system:
+        return f"{system}\n\n{text}"
+    return text
 
 
 def _leading_system_count(messages: list[Any]) -> int:
