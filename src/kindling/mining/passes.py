@@ -200,13 +200,13 @@ class MiningPass:
         kept = self.kept
         slots = self._slots
         dumps = orjson.dumps
-        result_chars = self._result_chars
-        context_chars = self._context_chars
-        sequence = self._sequence
         recency = session.started_at
-        session_id = session.id
-        session_source = session.source
-        for status, name, args, raw_arguments, content, call_request, call_position in results:
+        # Each kept occurrence's group, in order: the groups are counted (and new ones added, in
+        # order of first occurrence) here, and described below by their newest occurrence only.
+        occurrences: list[tuple[list[Any], Result]] = []
+        occurred = occurrences.append
+        for result in results:
+            status, name, args, raw_arguments, _content, _request, _position = result
             if status is not _OK:
                 if name in trivial:
                     filtered["trivial_tool"] += 1
@@ -229,7 +229,7 @@ class MiningPass:
                     key = (name, bytes(memoryview(canonical)))
                     found = kept.get(key)
                     if found is None:
-                        found = kept[key] = [0, recency, 0, "", "", "", "", 0, None, None, None]
+                        found = kept[key] = _new_slot(recency)
                     slot = found
                     if len(slots) >= _KEY_CACHE_ENTRIES:
                         slots.clear()
@@ -238,23 +238,39 @@ class MiningPass:
                 key = (name, bytes(memoryview(canonical_key(args, raw_arguments))))
                 found = kept.get(key)
                 if found is None:
-                    found = kept[key] = [0, recency, 0, "", "", "", "", 0, None, None, None]
+                    found = kept[key] = _new_slot(recency)
                 slot = found
-            if not slot[0]:
-                slot[0] = 1
-            else:
-                slot[0] += 1
-                if recency is not None:
-                    if slot[1] is not None and recency < slot[1]:
-                        continue
-                    slot[1] = recency
-            # The newest occurrence speaks for the group: its result and request are current.
+            slot[0] += 1
+            occurred((slot, result))
+        if occurrences:
+            self._describe(session, occurrences)
+
+    def _describe(self, session: Session, occurrences: list[tuple[list[Any], Result]]) -> None:
+        # The newest occurrence speaks for its group, so its result and request are current: within
+        # a session that is the last one, so they are walked newest first and each group's slot is
+        # written once (its sequence then says so: a slot's sequence is this session's only once
+        # written here, and a new slot starts without one). From an older session than the one
+        # that spoke last (recency), an occurrence does not speak.
+        result_chars = self._result_chars
+        context_chars = self._context_chars
+        sequence = self._sequence
+        recency = session.started_at
+        session_id = session.id
+        session_source = session.source
+        for slot, result in reversed(occurrences):
+            if slot[2] == sequence:
+                continue
+            if recency is not None:
+                if slot[1] is not None and recency < slot[1]:
+                    continue
+                slot[1] = recency
+            _status, _name, args, raw_arguments, content, call_request, call_position = result
             result_text = content or ""
             if len(result_text) > result_chars:
                 result_text = truncate(result_text, result_chars)
             if len(call_request) > context_chars:
                 call_request = truncate(call_request, context_chars)
-            # One slice store instead of eight item stores: this runs for every kept call.
+            # One slice store instead of eight item stores.
             slot[2:10] = (
                 sequence,
                 result_text,
@@ -277,6 +293,12 @@ class MiningPass:
             for tool, counts in by_tool.items():
                 tally[(cohort_name, tool)] = counts
         return PartialMining(stats=stats, filtered=self.filtered, kept=self.kept, mined=self.mined)
+
+
+def _new_slot(recency: float | None) -> list[Any]:
+    # A group's slot before its first occurrence is counted and described (see MiningPass): its
+    # sequence is none a session has.
+    return [0, recency, -1, "", "", "", "", 0, None, None, None]
 
 
 def mine_rows(run: MiningPass, sessions: Iterable[SessionRows]) -> None:
