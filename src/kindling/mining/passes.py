@@ -22,12 +22,17 @@ from kindling.mining.model import OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
 from kindling.mining.stats import COHORTS, NO_TOOLS, MiningStats, cohort_of
 from kindling.mining.tasktype import TaskClassifier
+from kindling.sessions.convert import ARGUMENT_CACHE_ENTRIES, ARGUMENT_CACHE_MAX_CHARS
 from kindling.sessions.model import Session, SessionRows, ToolCall
 
 _OK = OutcomeStatus.OK
 _FAILED = OutcomeStatus.FAILED
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-_KEY_CACHE_ENTRIES = 1024
+# Groups looked up by arguments object (see MiningPass._keep): as many as the readers' argument
+# cache holds, each for an object whose canonical form is at most _KEY_CACHE_MAX_BYTES long (the
+# cache keeps its objects alive, so its memory stays bounded).
+_KEY_CACHE_ENTRIES = ARGUMENT_CACHE_ENTRIES
+_KEY_CACHE_MAX_BYTES = 2 * ARGUMENT_CACHE_MAX_CHARS
 # An open call: the call, its message index, the request before it, and its session's tally for its tool.
 _Pending = tuple[ToolCall, int, str, list[int]]
 #: A paired result as the loops record it: outcome status, tool, arguments, raw arguments, result
@@ -231,9 +236,10 @@ class MiningPass:
                     if found is None:
                         found = kept[key] = _new_slot(recency)
                     slot = found
-                    if len(slots) >= _KEY_CACHE_ENTRIES:
-                        slots.clear()
-                    slots[id(args)] = (args, name, slot)
+                    if len(canonical) <= _KEY_CACHE_MAX_BYTES:
+                        if len(slots) >= _KEY_CACHE_ENTRIES:
+                            slots.clear()
+                        slots[id(args)] = (args, name, slot)
             else:
                 key = (name, bytes(memoryview(canonical_key(args, raw_arguments))))
                 found = kept.get(key)
