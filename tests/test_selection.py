@@ -365,6 +365,42 @@ def test_calls_made_side_by_side_each_show_their_own_tool() -> None:
     assert sorted(shown) == ["get_order", "issue_refund"]
 
 
+def test_a_tools_example_comes_from_the_most_similar_past_task_that_kept_one() -> None:
+    # A template keeps one example per distinct call, so the closest past tasks often used a tool
+    # without holding its example. The example shown is then from the most similar past task that
+    # does, even beyond the closest twenty, not simply the template's first one of the tool.
+    steps = [EpisodeStep(tool_name="run_tests", position=2)]
+    episodes = [
+        Episode(session_id=f"near-{i}", opening="fix the failing parser tests", steps=steps)
+        for i in range(24)
+    ]
+    episodes += [
+        Episode(session_id=f"cake-{i}", opening=f"bake a chocolate cake {i}", steps=steps) for i in range(5)
+    ]
+    far = "parser tests, after gardening in rainy weather during the long holidays"
+    episodes.append(Episode(session_id="far", opening=far, steps=steps))
+    examples = [
+        Example(
+            tool_name="run_tests",
+            arguments={"suite": "oven"},
+            result="baked",
+            session_id="cake-0",
+            position=2,
+        ),
+        Example(
+            tool_name="run_tests",
+            arguments={"suite": "parser"},
+            result="3 passed",
+            session_id="far",
+            position=2,
+        ),
+    ]
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "fix the failing parser tests", max_examples=1)
+    assert [c.example.arguments for c in plan.candidates] == [{"suite": "parser"}]
+    assert [p["session_id"] for p in plan.past_tasks] == ["far"]
+
+
 def test_a_task_learns_the_tools_most_of_its_runs_used_not_one_runs_detour() -> None:
     # Three runs of the same task (one task id): one took a detour through `check_stock`.
     # Runs of other kinds of task keep the model honest about base rates.

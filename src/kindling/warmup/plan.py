@@ -194,11 +194,19 @@ def plan_examples(
         if source is not None:
             used_from.setdefault(source.index, source)
 
-    # One example of every chosen tool first, from the most similar past task that used it.
+    wider: list[Similar] | None = None
+    # One example of every chosen tool first, from the most similar past task that used it: among
+    # the closest past tasks, else among all that share a word with the task, else any example.
     for tool in chosen:
         pick: tuple[int, Similar | None] | None = next(
             ((i, s) for s in similar for name, i in calls[s.index] if name == tool and i not in taken), None
         )
+        if pick is None and len(similar) == SIMILAR_LIMIT:
+            if wider is None:
+                wider = evidence.similar(known_as, len(episodes))[SIMILAR_LIMIT:]
+            pick = next(
+                ((i, s) for s in wider for name, i in calls[s.index] if name == tool and i not in taken), None
+            )
         if pick is None:
             spare = next((i for i in by_tool.get(tool, ()) if i not in taken), None)
             if spare is not None:
