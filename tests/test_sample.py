@@ -110,6 +110,12 @@ def test_reads_back_cleanly_with_realistic_shape(sample: Path) -> None:
     assert report.tool_calls == report.tool_results == sum(tools.values())
 
 
+def scenarios(path: Path) -> dict[str, str]:
+    """Each session's scenario, from the sample's own ground truth."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return dict(conn.execute("SELECT session_id, scenario FROM kindling_sample_tasks").fetchall())
+
+
 def test_task_types_have_ground_truth_and_distinct_first_messages(sample: Path) -> None:
     truth = sample_task_types(sample)
     assert set(task for task, _ in truth.values()) == {"code", "file", "research", "terminal", "mixed"}
@@ -140,11 +146,7 @@ def test_every_task_type_occurs_by_the_tool_call_rule(sample: Path) -> None:
 
 
 def test_code_sessions_are_computation_and_fixes_stay_file_work(sample: Path) -> None:
-    conn = sqlite3.connect(sample)
-    try:
-        scenario = dict(conn.execute("SELECT session_id, scenario FROM kindling_sample_tasks").fetchall())
-    finally:
-        conn.close()
+    scenario = scenarios(sample)
     code_kinds: Counter[str] = Counter()
     fix_kinds: Counter[str] = Counter()
     errors: set[str] = set()
@@ -176,11 +178,7 @@ def test_calls_work_on_what_the_task_names(sample: Path) -> None:
     # A session's calls belong to its task: a software fix runs tests and git, never systemctl;
     # it edits the module its opening names; a question about a port looks at that port first; an
     # analysis of the user's data never rolls dice. (Warm-up shows these calls as examples.)
-    conn = sqlite3.connect(sample)
-    try:
-        scenario = dict(conn.execute("SELECT session_id, scenario FROM kindling_sample_tasks").fetchall())
-    finally:
-        conn.close()
+    scenario = scenarios(sample)
     heads = {name: {c[0].split()[0] for c in COMMANDS_OK[name] + COMMANDS_FAIL[name]} for name in COMMANDS_OK}
     patched = named = port_sessions = port_checked = analyses = 0
     for session in iter_sessions(sample):

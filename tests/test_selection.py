@@ -381,19 +381,9 @@ def test_a_tools_example_comes_from_the_most_similar_past_task_that_kept_one() -
     episodes.append(Episode(session_id="far", opening=far, steps=steps))
     examples = [
         Example(
-            tool_name="run_tests",
-            arguments={"suite": "oven"},
-            result="baked",
-            session_id="cake-0",
-            position=2,
-        ),
-        Example(
-            tool_name="run_tests",
-            arguments={"suite": "parser"},
-            result="3 passed",
-            session_id="far",
-            position=2,
-        ),
+            tool_name="run_tests", arguments={"suite": suite}, result=result, session_id=session, position=2
+        )
+        for suite, result, session in (("oven", "baked", "cake-0"), ("parser", "3 passed", "far"))
     ]
     template = Template(name="t", examples=examples, episodes=episodes)
     plan = plan_examples(template, "fix the failing parser tests", max_examples=1)
