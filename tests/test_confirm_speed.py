@@ -23,7 +23,7 @@ from kindling.confirm.policy import is_high_risk
 from kindling.confirm.records import Confirmation
 from kindling.confirm.settings import HIGH_RISK_ACTIONS, ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
-from kindling.errors import ConfirmError, StoreError
+from kindling.errors import ConfirmError, NotFoundError, StoreError
 from test_confirm_support import DaemonProcess, auth, daemon_settings, make_tokens, running
 
 
@@ -984,4 +984,60 @@ def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> None:
     # The next write begins on a new connection instead of failing.
     store.submit(action="a", description="d", identity=agent)
     assert store.counts()["pending"] == 1 and store.verify_audit().ok
+    store.close()
+
+
+@pytest.mark.parametrize("returning", [True, False])
+def test_a_decision_in_one_statement_refuses_as_the_two_did(tmp_path: Path, returning: bool) -> None:
+    # UPDATE ... RETURNING decides the common case; whatever it leaves out is told apart as before
+    # (and on a SQLite without RETURNING the two statements run): the same answers either way.
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db, min_timeout=1))
+    store._returning = returning
+    admin = store.authenticate(store.create_token("admin", "root")[1])
+    assert admin is not None
+    agent = store.authenticate(store.create_token("agent", "bot", minted_by=admin.token_id)[1])
+    approver = store.authenticate(store.create_token("approver", "alice")[1])
+    assert agent is not None and approver is not None
+    seen = _traced(store)
+
+    def submit(timeout: int = 300) -> Confirmation:
+        out = store.submit(action="act", description="d", identity=agent, timeout_seconds=timeout)
+        assert out.request is not None
+        return out.request
+
+    def refused(request_id: str, who: object, **kw: object) -> int:
+        try:
+            store.decide(request_id, "approved", identity=who, **kw)  # type: ignore[arg-type]
+        except ConfirmError as exc:
+            return exc.status_code
+        except NotFoundError:
+            return 404
+        return 200
+
+    first = submit()
+    seen.clear()
+    decided = store.decide(first.id, "approved", identity=approver, reason="ok", digest=first.digest)
+    assert (decided.status, decided.decided_by, decided.reason) == ("approved", "alice", "ok")
+    assert dataclasses.replace(decided, status="pending", decided_at=None, decided_by=None, reason=None) == (
+        dataclasses.replace(first, details=first.details)
+    )
+    decisions = [sql for sql in seen if "confirm_requests" in sql]
+    assert len(decisions) == (1 if returning else 2)
+    assert decisions[-1].startswith("UPDATE")
+    assert store.get(first.id) == decided
+    assert refused(first.id, approver) == 409
+    pending = submit()
+    assert refused(pending.id, agent) == 403  # the asking agent can never approve
+    assert refused(pending.id, admin) == 403  # it minted the asking agent: undone, still pending
+    assert refused(pending.id, approver, digest="0" * 64) == 412
+    assert refused("cr_nope", approver) == 404
+    assert store.get(pending.id).status == "pending"
+    late = submit(timeout=1)
+    time.sleep(1.05)
+    assert refused(late.id, approver) == 409
+    assert store.get(late.id).status == "expired"
+    events = [e.event for e in reversed(store.audit_events(limit=20))]
+    assert events[-5:] == ["submitted", "approved", "submitted", "submitted", "expired"]
+    assert store.verify_audit().ok
     store.close()

@@ -132,9 +132,9 @@ class GroupCommit(Generic[State]):
         assert self._state is not None, "GroupCommit.state outside a block"
         return self._state
 
-    @contextlib.contextmanager
-    def block(self) -> Iterator[tuple[Connection, State]]:
-        """Run the body in the shared transaction; return only once its writes are committed.
+    def block(self) -> contextlib.AbstractContextManager[Connection]:
+        """Run the body in the shared transaction (``with group.block() as conn``); return only
+        once its writes are committed.
 
         An exception from the body undoes the body's writes alone and propagates (a database
         error as StoreError, as ``translate_errors`` says it); a failed commit raises StoreError
@@ -142,9 +142,11 @@ class GroupCommit(Generic[State]):
         """
         local = self._local
         if getattr(local, "optimistic", False):
-            with self._optimistic_block(local) as opened:
-                yield opened
-            return
+            return _OptimisticBlock(self, local)
+        return self._block(local)
+
+    @contextlib.contextmanager
+    def _block(self, local: Any) -> Iterator[Connection]:
         with self._cond:
             self._entering += 1
         number = 0
@@ -161,7 +163,7 @@ class GroupCommit(Generic[State]):
                 saved = self._copy(state)
                 self._savepoint("SAVEPOINT kindling_block")
                 try:
-                    yield conn, state
+                    yield conn
                 except BaseException as exc:
                     self._undo(number, saved)
                     if isinstance(exc, sa.exc.SQLAlchemyError):
@@ -257,9 +259,8 @@ class GroupCommit(Generic[State]):
         for call in itertools.chain(retry, calls):
             ran.append(_outcome(call, len(joined)))
 
-    @contextlib.contextmanager
-    def _optimistic_block(self, local: Any) -> Iterator[tuple[Connection, State]]:
-        # A block of an optimistic run: no savepoint; a failure marks the run for a replay.
+    def _enter_optimistic(self, local: Any) -> tuple[Connection, int]:
+        # A block of an optimistic run begins: no savepoint of its own (see _OptimisticBlock).
         if self._conn is None:
             self._open()
             if local.mark is None:
@@ -269,18 +270,9 @@ class GroupCommit(Generic[State]):
             assert self._state is not None
             self._savepoint("SAVEPOINT kindling_run")
             local.mark = ("savepoint", self._opened, self._copy(self._state))
-        conn, state = self._conn, self._state
-        assert conn is not None and state is not None
-        number = self._opened
+        assert self._conn is not None
         self._blocks += 1
-        try:
-            yield conn, state
-        except BaseException as exc:
-            local.spoiled = True
-            if isinstance(exc, sa.exc.SQLAlchemyError):
-                raise store_error(exc, self._target, "write") from exc
-            raise
-        local.joined.append((number, True))
+        return self._conn, self._opened
 
     def _release_mark(self, mark: tuple[Any, ...]) -> None:
         try:
@@ -536,6 +528,31 @@ class BatchWriter:
                 self._stopping = True
                 return
             item = queued
+
+
+class _OptimisticBlock:
+    """A block of an optimistic run (``GroupCommit.run_together``): no savepoint; a failure marks
+    the run to be rolled back and run again. A class, not a generator: one is made per write."""
+
+    __slots__ = ("_group", "_local", "_number")
+
+    def __init__(self, group: GroupCommit[Any], local: Any) -> None:
+        self._group = group
+        self._local = local
+        self._number = 0
+
+    def __enter__(self) -> Connection:
+        conn, self._number = self._group._enter_optimistic(self._local)
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        local = self._local
+        if exc is None:
+            local.joined.append((self._number, True))
+            return
+        local.spoiled = True
+        if isinstance(exc, sa.exc.SQLAlchemyError):
+            raise store_error(exc, self._group._target, "write") from exc
 
 
 def _outcome(call: Callable[[], Any], start: int) -> tuple[bool, Any, int]:

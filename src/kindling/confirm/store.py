@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -96,6 +97,8 @@ class ConfirmationStore:
                 f"Cannot open database {target}: {exc.strerror or exc}.", path=self.target
             ) from None
         self._sqlite = self.engine.dialect.name == "sqlite"
+        # UPDATE ... RETURNING: PostgreSQL, and SQLite from 3.35 (2021; older ones take two statements).
+        self._returning = not self._sqlite or sqlite3.sqlite_version_info >= (3, 35, 0)
         self._driver_error: type[Exception] = self.engine.dialect.dbapi.Error  # type: ignore[union-attr]
         if self._sqlite:
             _restrict_sqlite_file(self.engine.url.database)
@@ -166,11 +169,10 @@ class ConfirmationStore:
         """
         return execute_raw(self._group.state.cursor, self._driver_error, self._sql(sql), params)
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """A block of one shared write transaction; returns once its writes are committed."""
-        with self._group.block() as (conn, _batch):  # which says database errors as StoreError
-            yield conn
+    def _write(self) -> contextlib.AbstractContextManager[Connection]:
+        """A block of one shared write transaction; returns once its writes are committed
+        (``GroupCommit.block``, which says database errors as StoreError)."""
+        return self._group.block()
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -458,6 +460,28 @@ class ConfirmationStore:
         if decision not in ("approved", "denied"):
             raise ConfirmError(f"Unknown decision {decision!r}.", status_code=400)
         with self._write() as conn:
+            if self._returning:
+                # The common case in one statement: a pending request, not the decider's own, as
+                # shown. Whatever this leaves out is told apart below, as before.
+                now = time.time()
+                found = self._run(
+                    _DECIDE_RETURNING if digest is None else _DECIDE_RETURNING_DIGEST,
+                    {
+                        "status": decision,
+                        "now": now,
+                        "by": identity.name,
+                        "reason": reason,
+                        "id": request_id,
+                        "me": identity.token_id,
+                        "digest": digest,
+                    },
+                ).fetchone()
+                if found is not None:
+                    row = _request_from_columns(found)
+                    if identity.token_id in self._minters(conn, row.requester_token):
+                        raise ConfirmError(_MINTER_REFUSED, status_code=403)  # undoes the update
+                    self._audit_decision(conn, row, reason, claimed_name, identity, now)
+                    return row
             found = self._run(
                 f"SELECT {_REQUEST_COLUMNS} FROM confirm_requests WHERE id = :id", {"id": request_id}
             ).fetchone()
@@ -469,11 +493,7 @@ class ConfirmationStore:
             if row.requester_token == identity.token_id:
                 raise ConfirmError("The requester of a request can never decide it.", status_code=403)
             if identity.token_id in self._minters(conn, row.requester_token):
-                raise ConfirmError(
-                    "You minted the token that asked (or the token that minted it); another approver "
-                    "must decide.",
-                    status_code=403,
-                )
+                raise ConfirmError(_MINTER_REFUSED, status_code=403)
             if digest is not None and digest != row.digest:
                 raise ConfirmError(
                     "The request differs from what you were shown (digest mismatch); reload and decide again.",
@@ -487,24 +507,32 @@ class ConfirmationStore:
                 {"status": decision, "now": now, "by": identity.name, "reason": reason, "id": request_id},
             )
             if result.rowcount == 1:
-                data: dict[str, Any] = {"digest": row.digest}
-                if reason:
-                    data["reason"] = reason
-                if claimed_name and claimed_name != identity.name:
-                    data["claimed_name"] = claimed_name
-                self._audit(conn, decision, request_id, identity.name, data, at=now)
-                return dataclasses.replace(
-                    row,
-                    status=decision,
-                    decided_at=now,
-                    decided_by=identity.name,
-                    reason=reason,
+                row = dataclasses.replace(
+                    row, status=decision, decided_at=now, decided_by=identity.name, reason=reason
                 )
+                self._audit_decision(conn, row, reason, claimed_name, identity, now)
+                return row
             # Past its timeout but not yet swept: a timeout denies, so expire it now (and commit
             # that before refusing, which is why the error is raised outside the transaction).
             expired_now = row.status == "pending" and self._expire_one(conn, request_id, now)
         status = "expired" if expired_now else row.status
         raise ConfirmError(f"Request {request_id} is already {status}.", status_code=409)
+
+    def _audit_decision(
+        self,
+        conn: Connection,
+        row: Confirmation,
+        reason: str | None,
+        claimed_name: str | None,
+        identity: policy.Identity,
+        now: float,
+    ) -> None:
+        data: dict[str, Any] = {"digest": row.digest}
+        if reason:
+            data["reason"] = reason
+        if claimed_name and claimed_name != identity.name:
+            data["claimed_name"] = claimed_name
+        self._audit(conn, row.status, row.id, identity.name, data, at=now)
 
     def _minters(self, conn: Connection, token_id: str) -> set[str]:
         """The ids of the tokens that minted ``token_id``, its minter's minter, and so on."""
@@ -972,6 +1000,19 @@ _INSERT_REQUEST = (
 _REQUEST_COLUMNS = (
     "id, action, description, details, digest, requester, session_key, status, timeout_seconds, created_at, "
     "expires_at, decided_at, decided_by, reason, requester_label, requester_token"
+)
+
+# A decision on a pending request, not yet expired, not the decider's own (and, with a digest, as
+# shown): exactly one ever wins, whatever else runs on any daemon. Returns the decided request.
+_DECIDE_RETURNING = (
+    "UPDATE confirm_requests SET status = :status, decided_at = :now, decided_by = :by, reason = :reason "
+    "WHERE id = :id AND status = 'pending' AND expires_at > :now AND requester_token != :me "
+    f"RETURNING {_REQUEST_COLUMNS}"
+)
+_DECIDE_RETURNING_DIGEST = _DECIDE_RETURNING.replace(" RETURNING ", " AND digest = :digest RETURNING ", 1)
+
+_MINTER_REFUSED = (
+    "You minted the token that asked (or the token that minted it); another approver must decide."
 )
 
 
