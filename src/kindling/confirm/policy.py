@@ -118,9 +118,20 @@ def orjson_agrees(value: Any) -> bool:
     return True
 
 
-def request_digest(action: str, description: str, details: Any) -> str:
-    """Return the sha256 hex digest binding a decision to exactly what the approver was shown."""
-    payload = canonical_json({"action": action, "description": description, "details": details})
+def request_digest(action: str, description: str, details: Any, details_json: str | None = None) -> str:
+    """Return the sha256 hex digest binding a decision to exactly what the approver was shown.
+
+    ``details_json``, when given, is ``canonical_json(details)`` already written (a submit stores
+    it): the digest's text is then put together around it, the same text without a second pass
+    over the details.
+    """
+    if details_json is None:
+        payload = canonical_json({"action": action, "description": description, "details": details})
+    else:  # the keys in sorted order, as canonical_json writes them
+        payload = (
+            f'{{"action":{canonical_json(action)},"description":{canonical_json(description)},'
+            f'"details":{details_json}}}'
+        )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -258,5 +269,9 @@ def audit_hash(
     prev_hash: str, seq: int, at: float, event: str, request_id: str | None, actor: str | None, data: str
 ) -> str:
     """Return the hash of one audit row, chained to the row before it through ``prev_hash``."""
-    body = canonical_json([seq, repr(float(at)), event, request_id, actor, data])
+    fields = [seq, repr(float(at)), event, request_id, actor, data]
+    try:  # integers and strings, on which orjson writes canonical_json's text (see orjson_agrees)
+        body = orjson.dumps(fields).decode()
+    except orjson.JSONEncodeError:  # a lone surrogate, say
+        body = _CANONICAL.encode(fields)
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()

@@ -303,7 +303,7 @@ class ConfirmationStore:
             raise ConfirmError(f"details cannot be stored as JSON: {exc}.", status_code=400) from None
         s = self.settings
         timeout = s.clamp_timeout(timeout_seconds)
-        digest = policy.request_digest(action, description, details)
+        digest = policy.request_digest(action, description, details, details_json)
         urls = s.notify_urls if notify_urls is None else tuple(notify_urls)
         with self._write() as conn:
             now = time.time()
