@@ -234,3 +234,42 @@ def test_argument_texts_read_for_the_first_time_mine_as_before(
     path = tmp_path / "state.db"
     write_database(path, messages)
     assert current(path, min_messages=0) == reference(path, monkeypatch, min_messages=0)
+
+
+def test_values_the_converter_would_read_differently_mine_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Mining reads content, tool_call_id and tool_calls through a converter (no GIL release per
+    # column). Where a converted value would differ from the exact one (a BLOB content or call id,
+    # an empty text, bytes that are not UTF-8), the page is read again exactly.
+    sentinel = "\x00json:" + orjson.dumps([{"type": "text", "text": "look"}]).decode()
+    call = orjson.dumps(
+        [{"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
+    )
+    messages: list[Any] = []
+    for session in ("s1", "s2", "s4"):
+        messages.append((session, "user", "Please fix the parser", None, None, (1, 0)))
+        for _ in range(3):
+            messages.append((session, "assistant", None, None, call.decode(), (1, 0)))
+            messages.append((session, "tool", '{"success": true}', "c1", None, (1, 0)))
+    path = tmp_path / "state.db"
+    changes = {
+        "content = CAST(? AS BLOB)": [(sentinel.encode(), 1), (b'{"success": true}', 3), (b"\xff\xfe", 5)],
+        "tool_call_id = CAST(? AS BLOB)": [(b"c1", 9)],
+        "content = ?": [("", 11), ("", 15)],
+        "tool_call_id = ?": [("", 17)],
+        "tool_calls = CAST(? AS TEXT)": [(b"[\xff]", 18)],
+        "content = CAST(? AS TEXT)": [(b"ok \xff", 19)],
+    }
+    for change, rows in changes.items():
+        for at in range(len(rows) + 1):
+            # Each odd value alone, then all of that kind at once.
+            write_database(path, messages)
+            conn = sqlite3.connect(path)
+            for value, row_id in rows[at : at + 1] if at < len(rows) else rows:
+                conn.execute(f"UPDATE messages SET {change} WHERE id = ?", (value, row_id))
+            conn.commit()
+            conn.close()
+            for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 1}):
+                assert current(path, **filters) == reference(path, monkeypatch, **filters), (change, at)
+            path.unlink()

@@ -119,6 +119,16 @@ _METADATA_COLUMNS = SESSION_COLUMNS[6:]
 PARENT_END = 1 + len(SESSION_COLUMNS)
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+# Columns mining reads through a converter (see _select_lists): CPython's sqlite3 releases and takes
+# back the GIL around each column it reads with its own decoder, a converter's column is read without
+# (a NULL without any call). The name is kindling's own, so no other converter is replaced.
+_DECODED = "kindling_utf8"
+_DECODED_COLUMNS = ("content", "tool_call_id", "tool_calls")
+# The converted columns where a BLOB would read differently from the exact path (content skips the
+# sentinel check as bytes, a call id becomes "b'...'"): such a row is handed to the converter as
+# bytes that are not UTF-8, and the read goes on through the exact columns (_Pages).
+_GUARDED_COLUMNS = ("content", "tool_call_id")
+sqlite3.register_converter(_DECODED, bytes.decode)
 _FETCH_SIZE = 2000
 # Rows per SQLite read transaction (for messages: whole sessions up to about this many rows). Between
 # pages the reader holds no snapshot, so Hermes's WAL checkpoint can run. Small pages stay in the CPU cache until they are read (4096-row pages of
@@ -162,11 +172,18 @@ def read_hermes_sqlite(
     try:
         # Two connections: each has its own text decoder (see _Pages), so a row with bad bytes in
         # one table never changes how the other is decoded.
-        for _ in range(2):
+        for index in range(2):
             # Not shared between threads at once, but a stream may be started in one thread and
-            # consumed in another (background reviews, schedulers).
+            # consumed in another (background reviews, schedulers). The messages connection reads
+            # columns named "name [kindling_utf8]" through the converter (see _select_lists).
             connections.append(
-                sqlite3.connect(wal.uri, uri=True, timeout=timeout_ms / 1000, check_same_thread=False)
+                sqlite3.connect(
+                    wal.uri,
+                    uri=True,
+                    timeout=timeout_ms / 1000,
+                    check_same_thread=False,
+                    detect_types=sqlite3.PARSE_COLNAMES if index == 0 else 0,
+                )
             )
         message_columns = _sqlite_columns(connections[0], "messages")
         session_columns = _sqlite_columns(connections[1], "sessions")
@@ -277,15 +294,30 @@ def _select_lists(
     prompts: bool = False,
     lean: bool = False,
     narrow: bool = False,
+    decoded: bool = False,
 ) -> tuple[str, str, str]:
+    """Return the select lists of messages and sessions, and the messages' order column.
+
+    ``decoded`` (SQLite, for mining: ``narrow``) reads the text-affinity columns of
+    ``_DECODED_COLUMNS`` through the converter: the same values as the exact path for text and
+    NULL (an empty text reads as None, which mining takes alike), and a guarded column's BLOB reads
+    as bytes that are not UTF-8, so the converter fails and the page is read again exactly.
+    """
     order = "id" if "id" in message_columns else "rowid"
     wanted = MESSAGE_COLUMNS[:LEAN_COLUMNS] if lean else MESSAGE_COLUMNS
     if narrow and "compacted" not in message_columns:
         # A consumer that takes rows without compacted (it comes last) need not fetch a NULL per row.
         wanted = MESSAGE_COLUMNS[: LEAN_COLUMNS - 1]
-    message_select = ", ".join(
-        ["session_id", order, *(c if c in message_columns else "NULL" for c in wanted)]
-    )
+
+    def column(name: str) -> str:
+        if name not in message_columns:
+            return "NULL"
+        if not decoded or name not in _DECODED_COLUMNS or _affinity(message_columns[name]) != "text":
+            return name
+        value = f"CASE WHEN {name} >= x'' THEN x'ff' ELSE {name} END" if name in _GUARDED_COLUMNS else name
+        return f'{value} AS "{name} [{_DECODED}]"'
+
+    message_select = ", ".join(["session_id", order, *map(column, wanted)])
     selected = {c: (c if c in session_columns else "NULL") for c in SESSION_COLUMNS}
     if prompts:
         # The prompt as Hermes itself resolves it: the inline copy, else the shared one by its hash.
@@ -317,6 +349,7 @@ def _read_sqlite(
     message_select, session_select, order = _select_lists(
         message_columns, session_columns, prompts, lean, narrow
     )
+    decoded_select = _select_lists(message_columns, session_columns, prompts, lean, narrow, decoded=narrow)[0]
     live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
@@ -331,6 +364,7 @@ def _read_sqlite(
         report,
         keys=("messages", key_where[len(" WHERE ") :]),
         index_order=_index_order(connections[0], message_columns, order),
+        decoded=f"SELECT {decoded_select} FROM messages",
     )
     message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
@@ -513,9 +547,13 @@ class _Pages:
         *,
         keys: tuple[str, str] | None = None,
         index_order: str | None = None,
+        decoded: str | None = None,
     ) -> None:
         self.conn = conn
-        self.select = select
+        # Pages are read with ``decoded`` (columns through the converter, see _select_lists) until
+        # a row's converter fails; from then on with ``select``, the exact columns.
+        self.exact_select = select
+        self.select = decoded if decoded is not None else select
         self.conditions = where[len(" WHERE ") :] if where else ""
         # (table, conditions on the key alone taking the same parameters): pages of whole groups.
         self.keys = keys
@@ -573,7 +611,7 @@ class _Pages:
             if low is not None:
                 page_conditions.append(f"{first} >= ?")
                 params = (*params, low)
-            rest_sql = f"{self.select} WHERE {' AND '.join(page_conditions)} ORDER BY {first}, {second}"
+            rest_where = " AND ".join(page_conditions)
             if high is not None:
                 page_conditions.append(f"{first} < ?")
                 params = (*params, high)
@@ -586,6 +624,7 @@ class _Pages:
                         self.cursor.close()
                     self._go_lenient(exc)
             if self.lenient:
+                rest_sql = f"{self.select} WHERE {rest_where} ORDER BY {first}, {second}"
                 cursor = self._execute(rest_sql, params[: len(params) - (high is not None)])
                 yield self._rest(cursor)
                 return
@@ -601,6 +640,16 @@ class _Pages:
         # ``second`` (the first two columns, compared pairwise in C: the second alone first, as
         # sessions written one after another have it rising through the whole page); else it is
         # read again in the order asked, which SQLite sorts group by group.
+        try:
+            return self._group_page_of(where, params, first, second)
+        except UnicodeDecodeError:
+            # A converter failed (see _select_lists): this page and the rest read exactly.
+            if self.cursor is not None:
+                self.cursor.close()
+            self._go_exact()
+            return self._group_page_of(where, params, first, second)
+
+    def _group_page_of(self, where: str, params: tuple[Any, ...], first: str, second: str) -> list[Any]:
         select = f"{self.select} WHERE {where} ORDER BY {first}, "
         if self.index_order is not None:
             cursor = self._execute(f"{select}{self.index_order}, {second}", params)
@@ -627,20 +676,29 @@ class _Pages:
             return
         # No LIMIT: SQLite then streams in index order instead of sorting for a top-N; the page
         # ends when its statement is closed.
-        sql = f"{self.select}{where} ORDER BY {order}"
-        next_sql = f"{self.select}{where} AND {resume} ORDER BY {order}"
         params = self.params
+        resumed = False
+
+        def statement() -> str:  # self.select changes when a page is read exactly
+            after = f" AND {resume}" if resumed else ""
+            return f"{self.select}{where}{after} ORDER BY {order}"
+
         while True:
-            cursor = self._execute(sql, params)
+            cursor = self._execute(statement(), params)
             if not self.lenient:
                 try:
                     page = cursor.fetchmany(_PAGE_ROWS)
+                except UnicodeDecodeError:
+                    # A converter failed (see _select_lists): this page and the rest read exactly.
+                    cursor.close()
+                    self._go_exact()
+                    continue
                 except sqlite3.OperationalError as exc:
                     # Read the page again with a decoder that repairs and counts (installed only
                     # now: the default one is the fast path).
                     cursor.close()
                     self._go_lenient(exc)
-                    cursor = self._execute(sql, params)
+                    cursor = self._execute(statement(), params)
             if self.lenient:
                 yield self._rest(cursor)
                 return
@@ -648,7 +706,7 @@ class _Pages:
             yield page
             if len(page) < _PAGE_ROWS:
                 return
-            sql = next_sql
+            resumed = True
             params = (*self.params, *page[-1][key])
 
     def _go_lenient(self, exc: sqlite3.OperationalError) -> None:
@@ -658,6 +716,11 @@ class _Pages:
             raise exc
         self.lenient = True
         self.conn.text_factory = self._lenient_text
+        self._go_exact()
+
+    def _go_exact(self) -> None:
+        """Read the exact columns from now on (not those through the converter)."""
+        self.select = self.exact_select
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         cursor = self.cursor = self.conn.execute(sql, params)
