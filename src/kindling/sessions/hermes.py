@@ -656,7 +656,9 @@ class _Pages:
             page: list[Any] = cursor.fetchall()
             cursor.close()
             try:
-                for keys in (list(map(_SECOND, page)), list(map(_FIRST_TWO, page))):
+                # The ids alone first; the (session, id) pairs are built only when they do not rise.
+                for key in (_SECOND, _FIRST_TWO):
+                    keys = list(map(key, page))
                     if all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
                         return page
             except TypeError:  # keys Python cannot compare (a number and a text)
