@@ -637,8 +637,8 @@ class _Pages:
         # The rows of one page of whole groups, ordered by (first, second). With an index that
         # hands out each group by (index_order, second) (see _index_order), the page is read in
         # that order, which needs no sorting, and kept when every group's rows came in order of
-        # ``second`` (the first two columns, compared pairwise in C: the second alone first, as
-        # sessions written one after another have it rising through the whole page); else it is
+        # ``second`` (the first two columns, compared with their sorted copy in C: the second alone
+        # first, as sessions written one after another have it rising through the whole page); else it is
         # read again in the order asked, which SQLite sorts group by group.
         try:
             return self._group_page_of(where, params, first, second)
@@ -659,7 +659,7 @@ class _Pages:
                 # The ids alone first; the (session, id) pairs are built only when they do not rise.
                 for key in (_SECOND, _FIRST_TWO):
                     keys = list(map(key, page))
-                    if all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+                    if keys == sorted(keys):  # rising: the keys are unique (the order is the rowid)
                         return page
             except TypeError:  # keys Python cannot compare (a number and a text)
                 pass
