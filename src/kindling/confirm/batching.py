@@ -299,13 +299,7 @@ class GroupCommit(Generic[State]):
             self._abandon(number, StoreError(f"Cannot write database: {exc}", path=self._target))
             return False
         # Only this run wrote in that transaction, and nobody waits for it: the replay opens the next.
-        if self._keep:
-            self._idle = conn
-        else:
-            _close_quietly(conn)
-        self._conn = None
-        self._state = None
-        self._cursor = None
+        self._let_go(conn, self._keep)
         with self._cond:
             self._finish(number, None)
         return True
@@ -415,15 +409,19 @@ class GroupCommit(Generic[State]):
             except StoreError as exc:
                 error = exc
             finally:
-                if self._keep and error is None:
-                    self._idle = conn
-                else:
-                    _close_quietly(conn)
-                self._conn = None
-                self._state = None
-                self._cursor = None
+                self._let_go(conn, self._keep and error is None)
             with self._cond:
                 self._finish(number, error)
+
+    def _let_go(self, conn: Connection, keep: bool) -> None:
+        # The transaction is over: keep the connection for the next one (else close it).
+        if keep:
+            self._idle = conn
+        else:
+            _close_quietly(conn)
+        self._conn = None
+        self._state = None
+        self._cursor = None
 
 
 class BatchWriter:
