@@ -515,10 +515,19 @@ class _SessionWriter:
             + " Work so far: files inspected, first fixes applied, checks run.",
         )
 
-    def _pick(self, options: Sequence[_T], text: Callable[[_T], str] = str) -> _T:
-        """One of ``options``, mostly one that names a value the task's opening names."""
+    def _pick(
+        self,
+        options: Sequence[_T],
+        text: Callable[[_T], str] = str,
+        fits: Callable[[_T], bool] | None = None,
+    ) -> _T:
+        """One of ``options``, mostly one that ``fits`` the task (default: one whose ``text`` names a
+        value the task's opening names)."""
         rng = self.rng
-        named = [o for o in options if self.named & set(_PLACEHOLDER_RE.findall(text(o)))]
+        if fits is None:
+            named = [o for o in options if self.named & set(_PLACEHOLDER_RE.findall(text(o)))]
+        else:
+            named = [o for o in options if fits(o)]
         return rng.choice(named if named and rng.random() < 0.75 else options)
 
     def _arguments(self, tool: str, fail: bool) -> dict[str, Any]:
@@ -557,13 +566,12 @@ class _SessionWriter:
             # A task about the user's data runs code that reads it (no dice rolls in a churn task),
             # mostly the kind of code its opening asks for.
             pool: tuple[tuple[str, str], ...] = CODE_FAIL if fail else CODE_OK
-            if self.plan.scenario != "analysis":
-                pool = (CHECKS_FAIL if fail else CHECKS_OK).get(self.plan.scenario, pool)
+            if scenario != "analysis":
+                pool = (CHECKS_FAIL if fail else CHECKS_OK).get(scenario, pool)
             elif self.named & {"data", "logs"}:
                 pool = tuple(c for c in pool if _PLACEHOLDER_RE.search(c[0])) or pool
             asked = [w for hint, w in CODE_HINTS.items() if hint in self.opening]
-            fitting = [c for c in pool if any(w in c[0] for w in asked)]
-            code, output = rng.choice(fitting if fitting and rng.random() < 0.75 else pool)
+            code, output = self._pick(pool, fits=lambda c: any(w in c[0] for w in asked))
             snippet = self.fill_code(code)
             self._code_outputs.setdefault(snippet, []).append(self.fill_code(output))
             return {"code": snippet}
