@@ -178,7 +178,9 @@ def plan_examples(
     evidence = evidence_for(template)
     known_as = as_past_tasks_are_known(task)
     probabilities = {t: p for t, p in evidence.probabilities(known_as, allowed).items() if t in by_tool}
-    similar = evidence.similar(known_as, SIMILAR_LIMIT)
+    # Every past task sharing a word with the task, most similar first; the closest decide the rest.
+    by_similarity = evidence.similar(known_as, len(template.episodes))
+    similar = by_similarity[:SIMILAR_LIMIT]
     # When nothing in the task is known the models give the base rates: the tools most past tasks used.
     ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
     choice = choose_tools(probabilities, max_examples, len(by_tool[ranked[0][0]]) if ranked else None)
@@ -194,19 +196,13 @@ def plan_examples(
         if source is not None:
             used_from.setdefault(source.index, source)
 
-    wider: list[Similar] | None = None
-    # One example of every chosen tool first, from the most similar past task that used it: among
-    # the closest past tasks, else among all that share a word with the task, else any example.
+    # One example of every chosen tool first, from the most similar past task that holds one (the
+    # closest often called a tool whose example another task holds), else any example of it.
     for tool in chosen:
         pick: tuple[int, Similar | None] | None = next(
-            ((i, s) for s in similar for name, i in calls[s.index] if name == tool and i not in taken), None
+            ((i, s) for s in by_similarity for name, i in calls[s.index] if name == tool and i not in taken),
+            None,
         )
-        if pick is None and len(similar) == SIMILAR_LIMIT:
-            if wider is None:
-                wider = evidence.similar(known_as, len(episodes))[SIMILAR_LIMIT:]
-            pick = next(
-                ((i, s) for s in wider for name, i in calls[s.index] if name == tool and i not in taken), None
-            )
         if pick is None:
             spare = next((i for i in by_tool.get(tool, ()) if i not in taken), None)
             if spare is not None:
