@@ -773,6 +773,7 @@ def test_daemons_run_on_httptools_and_uvloop_when_installed(monkeypatch: pytest.
 # -- submit, approve and deny skip the framework's routing (issue 14) ------------------------------
 def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
     import asyncio
+    from collections.abc import AsyncIterator
 
     from kindling.confirm.app import HotPaths, create_app
     from kindling.confirm.routes.confirmations import hot_route
@@ -780,45 +781,74 @@ def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
     assert hot_route("/confirm") is not None and hot_route("/confirm/cr_1/deny") is not None
     for other in ("/confirm/", "/confirm//approve", "/confirm/cr_1/approve/", "/confirm/cr_1", "/audit"):
         assert hot_route(other) is None, other
-    db = str(tmp_path / "confirm.db")
-    store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=4096))
-    tokens = make_tokens(store)
-    app = create_app(store.settings, store, background=False)
 
-    async def exchange(asgi: object) -> list[tuple[int, str, object]]:
-        transport = httpx.ASGITransport(app=asgi)  # type: ignore[arg-type]
-        answers: list[tuple[int, str, object]] = []
+    async def streamed(chunks: int) -> AsyncIterator[bytes]:  # no Content-Length: chunked
+        for _ in range(chunks):
+            yield b'{"a":"' + b"x" * 2000
+
+    async def exchange(name: str, hot: bool) -> list[tuple[int, object, str]]:
+        # Each on a database of its own (the rate limit counts what came before), the same calls.
+        db = str(tmp_path / f"{name}.db")
+        store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=4096, rate_limit=2))
+        tokens = make_tokens(store)
+        app = create_app(store.settings, store, background=False)
+        transport = httpx.ASGITransport(app=HotPaths(app) if hot else app)  # type: ignore[arg-type]
+        answers: list[tuple[int, object, str]] = []
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
 
             async def call(path: str, token: str | None, **kw: object) -> dict[str, object]:
                 headers = {**(auth(token) if token else {}), **kw.pop("headers", {})}  # type: ignore[dict-item]
                 r = await client.post(path, headers=headers, **kw)  # type: ignore[arg-type]
-                body = r.json()
-                shape = (
-                    sorted(body) if r.status_code < 300 else re.sub(r"cr_[0-9a-f]{32}", "cr_X", body["error"])
-                )
-                answers.append((r.status_code, r.headers.get("www-authenticate", ""), shape))
-                return body  # type: ignore[no-any-return]
+                # The same bytes, but for the new requests' ids and the times: the headers in their
+                # order, the body's keys in theirs.
+                text = re.sub(r"cr_[0-9a-f]{32}", "cr_X", r.text)
+                text = re.sub(r"[0-9]{10}\.[0-9]+", "T", text)
+                head = [(k, v) for k, v in r.headers.raw if k.lower() != b"content-length"]
+                answers.append((r.status_code, head, text))
+                return r.json()  # type: ignore[no-any-return]
 
             await call("/confirm", None, json={"action": "a", "description": "d"})
+            await call("/confirm", "kct_unknown", json={"action": "a", "description": "d"})
             await call("/confirm", tokens.approver, json={"action": "a", "description": "d"})
             await call(
                 "/confirm", tokens.agent, content=b"{not json", headers={"content-type": "application/json"}
             )
+            await call("/confirm", tokens.agent, content=b"[1]")
+            await call("/confirm", tokens.agent, json={"action": "a"})
             await call("/confirm", None, content=b"x" * 5000)  # past the limit: 413 before the token
+            await call("/confirm", None, content=streamed(3))  # no length: the token first
+            await call("/confirm", tokens.agent, content=streamed(3))  # then 413 as it grows
             made = await call("/confirm", tokens.agent, json={"action": "deploy_x", "description": "d"})
+            key = {"Idempotency-Key": "k1"}
+            await call("/confirm", tokens.agent, json={"action": "b", "description": "d"}, headers=key)
+            await call("/confirm", tokens.agent, json={"action": "b", "description": "d"}, headers=key)
+            await call("/confirm", tokens.agent, json={"action": "b", "description": "e"}, headers=key)
+            await call(
+                "/confirm",
+                tokens.agent,
+                json={"action": "b", "description": "d"},
+                headers={"Idempotency-Key": "k" * 201},
+            )
+            await call("/confirm", tokens.agent, json={"action": "b", "description": "f"})
+            await call("/confirm", tokens.agent, json={"action": "b", "description": "g"})  # 429
             await call(f"/confirm/{made['id']}/approve", tokens.agent, json={})  # an agent never decides
             await call("/confirm/cr_unknown/deny", tokens.approver, json={})
             await call(f"/confirm/{made['id']}/approve", tokens.approver, json={"digest": "0" * 64})
+            await call(f"/confirm/{made['id']}/deny", tokens.approver, content=b"[]")
             await call(f"/confirm/{made['id']}/approve", tokens.approver, json={"reason": "ok"})
             await call(f"/confirm/{made['id']}/deny", tokens.approver, json={})
+            again = await call("/confirm", tokens.agent2, json={"action": "c", "description": "d"})
+            await call(f"/confirm/{again['id']}/deny", tokens.approver, content=b"")
+        store.close()
         return answers
 
-    through_app = asyncio.run(exchange(app))
-    assert asyncio.run(exchange(HotPaths(app))) == through_app
-    assert [status for status, _, _ in through_app] == [401, 403, 400, 413, 202, 403, 404, 412, 200, 409]
-    assert through_app[0][1] == "Bearer"
-    store.close()
+    through_app = asyncio.run(exchange("app", hot=False))
+    assert asyncio.run(exchange("hot", hot=True)) == through_app
+    statuses = [status for status, _, _ in through_app]
+    assert statuses[:16] == [401, 401, 403, 400, 400, 400, 413, 401, 413, 202, 202, 202, 422, 400, 202, 429]
+    assert statuses[16:] == [403, 404, 412, 400, 200, 409, 202, 200]
+    assert (b"www-authenticate", b"Bearer") in through_app[0][1]
+    assert (b"retry-after", b"3600") in through_app[15][1]
 
 
 def test_answers_are_encoded_byte_for_byte_as_before() -> None:

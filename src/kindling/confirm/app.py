@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
-from fastapi.requests import Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kindling import __version__
@@ -75,38 +75,85 @@ def _content_length(scope: Scope) -> str:
 
 
 class HotPaths:
-    """The daemon's ASGI entry: submit, approve and deny go straight to their handlers, the rest to ``app``.
+    """The daemon's ASGI entry: submit, approve and deny are answered here, the rest by ``app``.
 
-    Every agent and approver makes these requests, and FastAPI spent several times what their
-    handlers cost on each before reaching them (its telemetry check, middleware layers and route
-    matching). The handlers are the routes' own functions, so the OpenAPI schema documents them
-    and ``app`` answers them identically when called on its own; they check the token first
-    (``deps.authorize``), the body limit applies as everywhere (``BodyLimit``), errors are
-    answered by ``handlers.error_response`` and anything else is a 500, as in the app.
+    Every agent and approver makes these requests, and the framework spent several times what
+    their handlers cost on each before reaching them (FastAPI's middleware layers and route
+    matching, then Starlette's request and response objects). Here the three headers they read
+    come from one pass over the scope, the body straight from the receive channel and the answer
+    goes out as the two ASGI messages Starlette's ``JSONResponse`` sends, with the same bytes. What
+    answers is what the routes call (``confirmations.hot_route``), so ``app`` answers these
+    requests identically when called on its own and its OpenAPI schema documents them: the token
+    is checked first, the body limit applies as ``BodyLimit`` applies it (a declared length past it
+    before the token, a body that grows past it after), errors are answered by
+    ``handlers.error_response`` and anything else is a 500, as in the app.
     """
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        self._limited = BodyLimit(self._hot, app.state.settings.max_body_bytes)
+        self.state = app.state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a hot request here; pass anything else (lifespan included) to the app."""
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            handler = confirmations.hot_route(scope["path"])
-            if handler is not None:
-                scope["app"] = self.app
-                scope["kindling.hot"] = handler
-                await self._limited(scope, receive, send)
+            answer = confirmations.hot_route(scope["path"])
+            if answer is not None:
+                await self._hot(answer, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    async def _hot(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+    async def _hot(
+        self,
+        answer: Callable[[confirmations.Call], Awaitable[confirmations.Answer]],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        # The first of each header, as Starlette's ``Headers.get`` reads it (names come lowercased).
+        authorization = length = key = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                if authorization is None:
+                    authorization = value.decode("latin-1")
+            elif name == b"content-length":
+                if length is None:
+                    length = value.decode("latin-1")
+            elif name == b"idempotency-key" and key is None:
+                key = value.decode("latin-1")
+        max_bytes = self.state.settings.max_body_bytes
+        too_large = f"Body is larger than {max_bytes} bytes."
+        if length is not None and length.isdigit() and int(length) > max_bytes:
+            await JSONResponse({"error": too_large}, status_code=413)(scope, receive, send)
+            return
+
+        async def body() -> bytes:
+            # What ``Request.stream`` reads, cut off as ``BodyLimit`` cuts it off.
+            raw = b""
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise ClientDisconnect()
+                raw += message.get("body", b"")
+                if len(raw) > max_bytes:
+                    raise StarletteHTTPException(413, too_large)
+                if not message.get("more_body", False):
+                    return raw
+
         try:
-            response = await scope["kindling.hot"](request)
+            result = await answer(confirmations.Call(self.state, authorization, key, body))
         except (KindlingError, StarletteHTTPException) as exc:
-            response = handlers.error_response(exc)
-        await response(scope, receive, send)
+            await handlers.error_response(exc)(scope, receive, send)
+            return
+        headers = [
+            (b"content-length", str(len(result.body)).encode("latin-1")),
+            (b"content-type", b"application/json"),
+        ]
+        if result.headers:
+            headers[:0] = [
+                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in result.headers.items()
+            ]
+        await send({"type": "http.response.start", "status": result.status, "headers": headers})
+        await send({"type": "http.response.body", "body": result.body})
 
 
 def create_app(

@@ -132,11 +132,13 @@ def openapi_body(model: type[BaseModel], *, required: bool = True) -> dict[str, 
 
 
 async def read_body(request: Request, model: type[Model], *, max_bytes: int, optional: bool = False) -> Model:
-    """Parse and validate the JSON body of ``request`` as ``model``.
+    """Parse and validate the JSON body of ``request`` as ``model`` (``read_raw_body``, then
+    ``parse_body``). Raises ConfirmError 413 past ``max_bytes``, 400 as ``parse_body`` does."""
+    return parse_body(await read_raw_body(request, max_bytes=max_bytes), model, optional=optional)
 
-    An empty body is allowed when ``optional``. Raises ConfirmError 413 past ``max_bytes``,
-    400 when the body is not JSON, not an object, or fails validation.
-    """
+
+async def read_raw_body(request: Request, *, max_bytes: int) -> bytes:
+    """Return the body of ``request``. Raises ConfirmError 413 past ``max_bytes``."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise ConfirmError(f"Body is larger than {max_bytes} bytes.", status_code=413)
@@ -145,6 +147,15 @@ async def read_body(request: Request, model: type[Model], *, max_bytes: int, opt
         raw += chunk
         if len(raw) > max_bytes:
             raise ConfirmError(f"Body is larger than {max_bytes} bytes.", status_code=413)
+    return raw
+
+
+def parse_body(raw: bytes, model: type[Model], *, optional: bool = False) -> Model:
+    """Parse and validate a JSON body as ``model``.
+
+    An empty body is allowed when ``optional``. Raises ConfirmError 400 when the body is not JSON,
+    not an object, or fails validation.
+    """
     if not raw.strip():
         if optional:
             return model()

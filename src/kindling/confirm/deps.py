@@ -86,11 +86,22 @@ def require(*permissions: str) -> Callable[..., Any]:
 async def authorize(request: Request, *permissions: str) -> Identity:
     """Return the caller's identity when its role has any of ``permissions``: ``require`` as a call.
 
+    Reads the bearer token as ``bearer`` does; see ``authorize_header``. Raises ConfirmError 401
+    (no, unknown or revoked token) or 403 (the role may not).
+    """
+    store: ConfirmationStore = request.app.state.store
+    return await authorize_header(store, request.headers.get("authorization"), *permissions)
+
+
+async def authorize_header(
+    store: ConfirmationStore, authorization: str | None, *permissions: str
+) -> Identity:
+    """Return the identity behind an ``Authorization`` header's bearer token when its role has any
+    of ``permissions``.
+
     For the routes every agent and approver hits on each request (submit, approve, deny, read):
     FastAPI's resolution of the dependency chain cost more per request than the check itself.
-    Reads the bearer token as ``bearer`` does. Raises ConfirmError 401 (no, unknown or revoked
-    token) or 403 (the role may not).
+    Raises ConfirmError 401 (no, unknown or revoked token) or 403 (the role may not).
     """
-    scheme, raw = get_authorization_scheme_param(request.headers.get("authorization"))
-    store: ConfirmationStore = request.app.state.store
+    scheme, raw = get_authorization_scheme_param(authorization)
     return _permit(await _identify(store, raw if scheme.lower() == "bearer" else None), permissions)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
@@ -19,9 +20,17 @@ from kindling.confirm.bodies import (
     displayable_details,
     error_responses,
     openapi_body,
-    read_body,
+    parse_body,
+    read_raw_body,
 )
-from kindling.confirm.deps import BEARER_SECURITY, SettingsDep, StoreDep, authorize, require
+from kindling.confirm.deps import (
+    BEARER_SECURITY,
+    SettingsDep,
+    StoreDep,
+    authorize,
+    authorize_header,
+    require,
+)
 from kindling.confirm.policy import Identity, orjson_agrees
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.spoofing import text_warnings
@@ -53,23 +62,31 @@ def request_view(record: Confirmation, settings: ConfirmSettings) -> dict[str, A
     return data
 
 
-class JSONAnswer(JSONResponse):
-    """A JSON answer encoded by orjson when its bytes are the standard library's, else as Starlette does.
+def encode_json(content: Any) -> bytes:
+    """Return ``content`` as JSON bytes: what Starlette's ``JSONResponse`` writes, by orjson when its
+    bytes are the standard library's.
 
     orjson writes the same bytes as Starlette's ``json.dumps`` call, several times faster, except
     for floats under 1e-4 (no exponent), NaN and infinities (null instead of an error), integers
     past 64 bits or keys that are not strings (it refuses them) and types other than JSON's own;
-    those take the standard path (``policy.orjson_agrees``).
+    those take the standard path (``policy.orjson_agrees``). Raises what ``json.dumps`` raises.
     """
+    if orjson_agrees(content):
+        try:
+            return orjson.dumps(content)
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(
+        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON answer encoded by ``encode_json``: Starlette's bytes, by orjson where it writes them."""
 
     def render(self, content: Any) -> bytes:
         """Return the encoded body."""
-        if orjson_agrees(content):
-            try:
-                return orjson.dumps(content)
-            except orjson.JSONEncodeError:
-                pass
-        return super().render(content)
+        return encode_json(content)
 
 
 def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
@@ -77,16 +94,63 @@ def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
     return JSONAnswer(data, status_code=status_code)
 
 
-def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONResponse:
+class Call:
+    """What submit, approve and deny read from a request: the app's state, two headers and the body.
+
+    The routes build one from Starlette's ``Request``; the daemon's ASGI entry (``app.HotPaths``)
+    builds one from the ASGI scope and receive channel, without a ``Request``. ``body`` returns the
+    whole body, or raises 413 past the daemon's limit.
+    """
+
+    __slots__ = ("authorization", "body", "idempotency_key", "state")
+
+    def __init__(
+        self,
+        state: Any,
+        authorization: str | None,
+        idempotency_key: str | None,
+        body: Callable[[], Awaitable[bytes]],
+    ) -> None:
+        self.state = state
+        self.authorization = authorization
+        self.idempotency_key = idempotency_key
+        self.body = body
+
+
+class Answer(NamedTuple):
+    """A JSON answer of submit, approve or deny: status, encoded body and any extra headers."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] | None = None
+
+
+def _call(request: Request) -> Call:
+    state = request.app.state
+    headers = request.headers
+    return Call(
+        state,
+        headers.get("authorization"),
+        headers.get("idempotency-key"),
+        functools.partial(read_raw_body, request, max_bytes=state.settings.max_body_bytes),
+    )
+
+
+def _response(answer: Answer) -> Response:
+    # Starlette's JSONResponse with these bytes: the extra headers, then length and type.
+    return Response(answer.body, answer.status, answer.headers, media_type="application/json")
+
+
+def _submit_view(record: Confirmation, settings: ConfirmSettings) -> Answer:
     data = request_view(record, settings)
     if record.status == "pending":
         data["message"] = (
             f"Waiting for a human to approve {record.action!r}; it is denied if nobody decides "
             f"within {record.timeout_seconds}s."
         )
-        return JSONAnswer(data, status_code=202)
+        return Answer(202, encode_json(data))
     data["message"] = f"{record.action!r} is {record.status.replace('_', '-')}."
-    return JSONAnswer(data, status_code=200)
+    return Answer(200, encode_json(data))
 
 
 @router.post(
@@ -99,13 +163,18 @@ def _submit_view(record: Confirmation, settings: ConfirmSettings) -> JSONRespons
         **error_responses(400, 401, 403, 413, 422, 429),
     },
 )
-async def submit(request: Request) -> JSONResponse:
+async def submit(request: Request) -> Response:
     """Submit a request: 202 pending, 200 auto-approved, 429 past the per-action rate limit."""
-    identity = await authorize(request, "submit")
-    store: ConfirmationStore = request.app.state.store
-    settings: ConfirmSettings = request.app.state.settings
-    body = await read_body(request, SubmitBody, max_bytes=settings.max_body_bytes)
-    key = request.headers.get("idempotency-key") or None
+    return _response(await submit_call(_call(request)))
+
+
+async def submit_call(call: Call) -> Answer:
+    """Submit as ``POST /confirm`` does; return the answer. Raises KindlingError (and 413) as the route."""
+    store: ConfirmationStore = call.state.store
+    settings: ConfirmSettings = call.state.settings
+    identity = await authorize_header(store, call.authorization, "submit")
+    body = parse_body(await call.body(), SubmitBody)
+    key = call.idempotency_key or None
     if key is not None and len(key) > 200:
         raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
     outcome = await store.writes.run(
@@ -128,15 +197,17 @@ async def submit(request: Request) -> JSONResponse:
             else f"Rate limit: at most {settings.token_rate_limit} requests from {identity.name!r} "
             f"every {settings.rate_window}s."
         )
-        return JSONResponse(
-            {
-                "error": error,
-                "remaining": 0,
-                "window_seconds": settings.rate_window,
-                "retry_after": outcome.retry_after,
-            },
-            status_code=429,
-            headers={"Retry-After": str(outcome.retry_after)},
+        return Answer(
+            429,
+            encode_json(
+                {
+                    "error": error,
+                    "remaining": 0,
+                    "window_seconds": settings.rate_window,
+                    "retry_after": outcome.retry_after,
+                }
+            ),
+            {"Retry-After": str(outcome.retry_after)},
         )
     assert outcome.request is not None
     return _submit_view(outcome.request, settings)
@@ -304,16 +375,14 @@ async def get_request(
     return json_view(request_view(decided, settings))
 
 
-async def _decide(
-    request: Request,
-    request_id: str,
-    verdict: Literal["approved", "denied"],
-) -> JSONResponse:
-    identity = await authorize(request, "decide")
-    store: ConfirmationStore = request.app.state.store
-    settings: ConfirmSettings = request.app.state.settings
+async def decide_call(call: Call, request_id: str, verdict: Literal["approved", "denied"]) -> Answer:
+    """Approve or deny as ``POST /confirm/{id}/approve|deny`` does; return the answer. Raises
+    KindlingError (and 413) as the routes."""
+    store: ConfirmationStore = call.state.store
+    settings: ConfirmSettings = call.state.settings
+    identity = await authorize_header(store, call.authorization, "decide")
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
-    body = await read_body(request, model, max_bytes=settings.max_body_bytes, optional=True)
+    body = parse_body(await call.body(), model, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
     record = await store.writes.run(
         lambda: store.decide(
@@ -325,12 +394,14 @@ async def _decide(
             claimed_name=claimed,
         )
     )
-    request.app.state.decision_signal.fire(record)
+    call.state.decision_signal.fire(record)
     # The decision is saved: whatever happens in showing it, the answer is not a 500.
     try:
-        return json_view(request_view(record, settings))
+        return Answer(200, encode_json(request_view(record, settings)))
     except (RecursionError, ValueError, TypeError):
-        return json_view({"id": record.id, "status": record.status, "decided_by": record.decided_by})
+        return Answer(
+            200, encode_json({"id": record.id, "status": record.status, "decided_by": record.decided_by})
+        )
 
 
 @router.post(
@@ -339,9 +410,9 @@ async def _decide(
     openapi_extra={**openapi_body(ApproveBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
-async def approve(request_id: str, request: Request) -> JSONResponse:
+async def approve(request_id: str, request: Request) -> Response:
     """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return await _decide(request, request_id, "approved")
+    return _response(await decide_call(_call(request), request_id, "approved"))
 
 
 @router.post(
@@ -350,9 +421,9 @@ async def approve(request_id: str, request: Request) -> JSONResponse:
     openapi_extra={**openapi_body(DenyBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
-async def deny(request_id: str, request: Request) -> JSONResponse:
+async def deny(request_id: str, request: Request) -> Response:
     """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return await _decide(request, request_id, "denied")
+    return _response(await decide_call(_call(request), request_id, "denied"))
 
 
 @router.get("/audit", summary="The newest audit events", responses=error_responses(400, 401, 403))
@@ -364,15 +435,17 @@ async def audit(
     return {"events": [e.__dict__ for e in events]}
 
 
-def hot_route(path: str) -> Callable[[Request], Awaitable[Response]] | None:
-    """Return the handler of ``POST path`` when it is submit, approve or deny; else None.
+def hot_route(path: str) -> Callable[[Call], Awaitable[Answer]] | None:
+    """Return what answers ``POST path`` when it is submit, approve or deny; else None.
 
     Matches as the router does (``{request_id}`` is one non-empty path segment); ``app.HotPaths``
-    sends these requests here without the framework's routing.
+    answers these requests with it, without the framework's routing, request or response objects.
     """
     if path == "/confirm":
-        return submit
+        return submit_call
     parts = path.split("/")
     if len(parts) == 4 and parts[1] == "confirm" and parts[2] and parts[3] in ("approve", "deny"):
-        return functools.partial(approve if parts[3] == "approve" else deny, parts[2])
+        return functools.partial(
+            decide_call, request_id=parts[2], verdict="approved" if parts[3] == "approve" else "denied"
+        )
     return None
