@@ -34,19 +34,21 @@ class _JoinedWrites:
     headers are never held back while its body is awaited. Anything else is the real transport's.
     """
 
-    __slots__ = ("_cycle", "_head_due", "_held", "_transport")
+    __slots__ = ("_cycle", "_held", "_transport")
 
     def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
         self._transport = transport
-        self._cycle = cycle
+        self._cycle = cycle  # until the head is written
         self._held: bytes | None = None
-        self._head_due = True
 
     def write(self, data: bytes) -> None:
         """Hold the response's head (the first write once the response started); send anything
         else at once, after the held head."""
-        if self._head_due and self._cycle.response_started:
-            self._head_due = False
+        cycle = self._cycle
+        if cycle is not None and cycle.response_started:
+            # The cycle refers to this transport: let go of it, so the two are freed with the
+            # request instead of waiting, a reference loop, for the garbage collector.
+            self._cycle = None
             self._held = data
             asyncio.get_running_loop().call_soon(self.flush)
             return
