@@ -1,4 +1,5 @@
-"""``kindling proxy``: an OpenAI-compatible proxy that records conversations and warms new ones.
+"""``kindling proxy``: a proxy for OpenAI-compatible and Anthropic endpoints that records conversations
+and warms new ones.
 
 A thin client of ``kindling.proxy``: ``kindling proxy --upstream URL`` runs it in the foreground;
 ``kindling proxy path`` says where it records; ``kindling proxy status`` asks a running proxy.
@@ -22,7 +23,8 @@ DbOption = Annotated[
 ]
 
 proxy_app = typer.Typer(
-    help="An OpenAI-compatible proxy: records every conversation, warms each new one.",
+    help="A proxy for OpenAI-compatible and Anthropic endpoints: records every conversation, warms each "
+    "new one.",
     invoke_without_command=True,
 )
 
@@ -33,7 +35,8 @@ def proxy_command(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="The OpenAI-compatible base URL the agent used before, e.g. https://api.openai.com/v1."
+            help="The base URL the agent used before, e.g. https://api.openai.com/v1 (chat completions) "
+            "or https://api.anthropic.com/v1 (Messages API)."
         ),
     ] = None,
     host: Annotated[
@@ -53,7 +56,7 @@ def proxy_command(
         typer.Option(
             "--upstream-key-env",
             help="Name of an environment variable holding the upstream API key, sent instead of the "
-            "client's Authorization.",
+            "client's (as a bearer token, or in x-api-key to /v1/messages).",
         ),
     ] = None,
     no_warm: Annotated[bool, typer.Option("--no-warm", help="Record only; never insert a warm-up.")] = False,
@@ -68,11 +71,14 @@ def proxy_command(
     budget: Annotated[int | None, typer.Option(help="Token budget of a warm-up.")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
-    """Run the proxy in the foreground. Point the agent's base URL at http://HOST:PORT/v1.
+    """Run the proxy in the foreground. Point the agent's base URL at http://HOST:PORT/v1
+    (an Anthropic client's at http://HOST:PORT: its SDK adds /v1/messages).
 
     Examples:
 
       kindling proxy --upstream https://api.openai.com/v1
+
+      kindling proxy --upstream https://api.anthropic.com/v1     # then ANTHROPIC_BASE_URL=http://127.0.0.1:6100
 
       kindling proxy --upstream http://127.0.0.1:11434/v1 --db postgresql://kindling@db/kindling
 
@@ -84,7 +90,9 @@ def proxy_command(
     from kindling.proxy import ProxySettings, serve
 
     if not upstream:
-        raise ConfigError("--upstream is required: the OpenAI-compatible base URL to forward to.")
+        raise ConfigError(
+            "--upstream is required: the base URL to forward to (e.g. https://api.openai.com/v1)."
+        )
     settings = ProxySettings.resolve(
         upstream,
         host=host,

@@ -140,10 +140,12 @@ class SessionWarmer:
         messages = request["messages"]
         warmed = dict(request)
         if anthropic:
+            from kindling.warmup.convert import with_system_text
+
             warm = json.loads(cached)
             warmed["messages"] = warm["messages"] + messages
             if warm["system"]:
-                warmed["system"] = _with_system_text(request.get("system"), warm["system"])
+                warmed["system"] = with_system_text(request.get("system"), warm["system"])
             return {"request": warmed}
         head = _leading_system_count(messages)
         warmed["messages"] = messages[:head] + json.loads(cached) + messages[head:]
@@ -153,7 +155,7 @@ class SessionWarmer:
         """Return the warm messages for this request as JSON text ("[]" when there are none):
         chat messages, or for Anthropic ``{"system": ..., "messages": [...]}`` ending with an
         assistant turn, so the request's first (user) turn follows in alternation."""
-        from kindling.warmup.convert import to_anthropic
+        from kindling.warmup.convert import anthropic_prefix
         from kindling.warmup.warm import find_task
 
         task = find_task(request["messages"])
@@ -164,12 +166,9 @@ class SessionWarmer:
         try:
             messages = self.warm_messages(task, tools)
             if anthropic and messages:
-                converted = to_anthropic(messages)
-                turns = converted["messages"]
-                if not turns:
+                converted = anthropic_prefix(messages)
+                if converted is None:
                     return "[]"
-                if turns[-1]["role"] != "assistant":
-                    turns.append({"role": "assistant", "content": [{"type": "text", "text": "(continued)"}]})
                 return json.dumps(converted, ensure_ascii=False, separators=(",", ":"))
         except KindlingError as exc:
             logger.warning("kindling: no warm-up for this session: %s", exc)
@@ -232,15 +231,6 @@ def _tool_names(tools: Any) -> set[str] | None:
             if isinstance(name, str):
                 names.add(name)
     return names
-
-
-def _with_system_text(system: Any, text: str) -> Any:
-    """Return an Anthropic ``system`` (text or blocks) with ``text`` added at its end."""
-    if isinstance(system, list):
-        return [*system, {"type": "text", "text": text}]
-    if isinstance(system, str) and system:
-        return f"{system}\n\n{text}"
-    return text
 
 
 def _leading_system_count(messages: list[Any]) -> int:

@@ -1,4 +1,5 @@
-"""kindling.proxy: an OpenAI-compatible proxy that records every conversation and warms new ones.
+"""kindling.proxy: a proxy for OpenAI-compatible and Anthropic endpoints that records every conversation
+and warms new ones.
 
 Point an agent's base URL at it (``kindling proxy --upstream URL``); see docs/proxy.md.
 """

@@ -1,4 +1,5 @@
-"""The proxy's FastAPI app: chat completions (recorded, warmed), everything else under /v1 forwarded.
+"""The proxy's FastAPI app: chat completions and Anthropic messages (recorded, warmed), everything
+else under /v1 forwarded.
 
 Requests are forwarded with one shared ``httpx.AsyncClient``. Responses go back with the upstream's
 status, headers and body; event streams are passed on chunk by chunk as they arrive. kindling's own
@@ -21,7 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from kindling.errors import ConfigError
-from kindling.proxy.conversations import Conversations, Turn
+from kindling.proxy.anthropic import StreamedMessage, reply_of_message
+from kindling.proxy.conversations import CHAT, MESSAGES, Conversations, Turn
 from kindling.proxy.recorder import ProxyStore, Recorder
 from kindling.proxy.reply import StreamedReply, reply_of_response
 from kindling.proxy.settings import ProxySettings, is_loopback
@@ -122,25 +124,32 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
+        return await _conversation(request, "chat/completions", CHAT)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        return await _conversation(request, "messages", MESSAGES)
+
+    async def _conversation(request: Request, path: str, api: str) -> Response:
         if (refusal := refused(request)) is not None:
             return refusal
         raw = await request.body()
         turn: Turn | None = None
         try:
-            turn = await conversations.begin(raw, request.headers)
+            turn = await conversations.begin(raw, request.headers, api)
         except Exception as exc:
             log.warning("could not record or warm a request, forwarding it unchanged: %s", _one_line(exc))
         body = turn.upstream_body if turn is not None and turn.upstream_body is not None else raw
-        headers = _upstream_headers(request, settings)
+        headers = _upstream_headers(request, settings, api)
         headers["accept-encoding"] = "identity"  # the proxy reads the reply to record it
-        return await _forward(request, app.state.client, settings, "chat/completions", body, headers, turn)
+        return await _forward(request, app.state.client, settings, path, body, headers, turn)
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     async def passthrough(path: str, request: Request) -> Response:
         if (refusal := refused(request)) is not None:
             return refusal
         body = await request.body()
-        headers = _upstream_headers(request, settings)
+        headers = _upstream_headers(request, settings, MESSAGES if path.startswith("messages") else CHAT)
         return await _forward(request, app.state.client, settings, path, body, headers, None)
 
     async def _forward(
@@ -182,7 +191,9 @@ def create_app(
         return Response(content, status_code=upstream.status_code, headers=response_headers)
 
     async def _relay(upstream: httpx.Response, turn: Turn | None) -> AsyncIterator[bytes]:
-        reply = StreamedReply() if turn is not None and upstream.status_code == 200 else None
+        reply: StreamedReply | StreamedMessage | None = None
+        if turn is not None and upstream.status_code == 200:
+            reply = StreamedMessage() if turn.api == MESSAGES else StreamedReply()
         first_chunk_ms: float | None = None
         try:
             async for chunk in upstream.aiter_raw():
@@ -211,7 +222,8 @@ def create_app(
 
     def _record_whole(turn: Turn, content: bytes) -> None:
         try:
-            found = reply_of_response(orjson.loads(content))
+            data = orjson.loads(content)
+            found = reply_of_message(data) if turn.api == MESSAGES else reply_of_response(data)
             if found is None:
                 log.warning("an upstream reply had no assistant message; not recorded")
                 return
@@ -229,21 +241,31 @@ def _authorized(request: Request, settings: ProxySettings) -> bool:
     if given is not None and hmac.compare_digest(given.encode(), token.encode()):
         return True
     if settings.upstream_key:
-        # The proxy holds the upstream key, so the client's Authorization may carry the proxy token.
+        # The proxy holds the upstream key, so the client's API key may be the proxy token: in
+        # Authorization (OpenAI clients) or in x-api-key (Anthropic clients).
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer ") and hmac.compare_digest(
             auth[7:].strip().encode(), token.encode()
         ):
             return True
+        key = request.headers.get("x-api-key")
+        if key is not None and hmac.compare_digest(key.strip().encode(), token.encode()):
+            return True
     return False
 
 
-def _upstream_headers(request: Request, settings: ProxySettings) -> dict[str, str]:
+def _upstream_headers(request: Request, settings: ProxySettings, api: str = CHAT) -> dict[str, str]:
     headers = {
         k: v for k, v in request.headers.items() if k not in _REQUEST_DROP and not k.startswith("x-kindling-")
     }
     if settings.upstream_key:
-        headers["authorization"] = f"Bearer {settings.upstream_key}"
+        # Anthropic's API takes its key in x-api-key; OpenAI-compatible ones as a bearer token.
+        if api == MESSAGES:
+            headers.pop("authorization", None)
+            headers["x-api-key"] = settings.upstream_key
+        else:
+            headers.pop("x-api-key", None)
+            headers["authorization"] = f"Bearer {settings.upstream_key}"
     return headers
 
 

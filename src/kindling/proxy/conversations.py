@@ -25,15 +25,19 @@ from typing import Any
 import orjson
 
 from kindling.errors import NotFoundError
+from kindling.proxy import anthropic
 from kindling.proxy.identity import Conversation, ConversationCache, PrefixHasher, last_assistant_index
 from kindling.proxy.recorder import MessageRow, PrefixRow, Recorder, SessionRow, Write
 
-__all__ = ["Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
+__all__ = ["CHAT", "MESSAGES", "Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
 
 log = logging.getLogger("kindling.proxy")
 
 TEMPLATES_TTL = 5.0
 SESSION_HEADER = "x-kindling-session"
+#: The two APIs the proxy records and warms: chat completions and Anthropic's Messages API.
+CHAT = "chat"
+MESSAGES = "messages"
 WARM_HEADER = "x-kindling-warm"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,79}")
 
@@ -57,6 +61,7 @@ class Turn:
     message_count: int
     started: float
     model: str | None
+    api: str = CHAT
 
 
 def warm_disabled_by(headers: Mapping[str, str]) -> bool:
@@ -114,12 +119,21 @@ class Conversations:
 
     # -------------------------------------------------------------------------- before upstream
 
-    async def begin(self, raw: bytes, headers: Mapping[str, str]) -> Turn | None:
-        """Recognise and record the request; return its Turn (None when the body is not a chat)."""
+    async def begin(self, raw: bytes, headers: Mapping[str, str], api: str = CHAT) -> Turn | None:
+        """Recognise and record the request; return its Turn (None when the body is not a chat).
+
+        ``api`` is ``CHAT`` (a chat completion) or ``MESSAGES`` (Anthropic's Messages API, whose
+        request is recognised and recorded as its OpenAI-format messages; see ``proxy.anthropic``).
+        """
         data = orjson.loads(raw)
         if not isinstance(data, dict):
             return None
-        messages = data.get("messages")
+        if api == MESSAGES:
+            messages = anthropic.canonical_messages(data)
+            tools = anthropic.tool_names(data.get("tools"))
+        else:
+            messages = data.get("messages")
+            tools = tool_names(data.get("tools"))
         if not isinstance(messages, list):
             return None
         now = time.time()
@@ -150,7 +164,7 @@ class Conversations:
             session_id = explicit or _new_session_id()
             choice = WarmChoice(None, "off")
             if last < 0 and self.warm and not warm_off:
-                choice = await self._choose_warm(messages, data.get("tools"))
+                choice = await self._choose_warm(messages, tools, api)
             conversation = Conversation(session_id, 0, choice.block, choice.state)
             self.counts["conversations"] += 1
             self.counts["warmed"] += choice.state == "on"
@@ -188,10 +202,16 @@ class Conversations:
 
         body: bytes | None = None
         if conversation.warm_block and not warm_off:
-            body = _with_block(data, messages, conversation.warm_block)
+            body = _with_block(data, messages, conversation.warm_block, api)
         model = data.get("model")
         return Turn(
-            conversation, body, hasher, len(messages), started, model if isinstance(model, str) else None
+            conversation,
+            body,
+            hasher,
+            len(messages),
+            started,
+            model if isinstance(model, str) else None,
+            api,
         )
 
     async def _lookup(self, key: str, *, by_session: bool = False) -> Conversation | None:
@@ -209,14 +229,13 @@ class Conversations:
 
     # -------------------------------------------------------------------------- warm-up
 
-    async def _choose_warm(self, messages: Sequence[Any], tools: Any) -> WarmChoice:
-        names = tool_names(tools)
+    async def _choose_warm(self, messages: Sequence[Any], names: list[str], api: str) -> WarmChoice:
         if not names:
             return WarmChoice(None, "none")  # no tools offered: nothing an example could show
         try:
             # On the event loop: about a millisecond of CPU, cheaper than handing the interpreter
             # back and forth with a worker thread while other requests wait for it.
-            choice = self._warm_block(messages, names)
+            choice = self._warm_block(messages, names, api)
         except Exception as exc:
             log.warning("warm-up failed, forwarding the conversation unwarmed: %s", _one_line(exc))
             return WarmChoice(None, "error")
@@ -252,8 +271,9 @@ class Conversations:
                 self._limited[key] = found
         return found
 
-    def _warm_block(self, messages: Sequence[Any], names: list[str]) -> WarmChoice:
+    def _warm_block(self, messages: Sequence[Any], names: list[str], api: str = CHAT) -> WarmChoice:
         from kindling.warmup import choose_template, warm, warm_conversation
+        from kindling.warmup.convert import anthropic_prefix
         from kindling.warmup.warm import find_task
 
         task = find_task([m for m in messages if isinstance(m, Mapping)])
@@ -279,6 +299,12 @@ class Conversations:
             result = warm_conversation(template, task, **options)
         if not result.messages or not set(result.tools) <= set(names):
             return WarmChoice(None, "none")
+        if api == MESSAGES:
+            # Turns before the request's own, ending with the assistant's (see anthropic_prefix).
+            turns = anthropic_prefix(result.messages)
+            if turns is None:
+                return WarmChoice(None, "none")
+            return WarmChoice(orjson.dumps(turns), "on", result.template.name)
         return WarmChoice(orjson.dumps(result.messages), "on", result.template.name)
 
     # -------------------------------------------------------------------------- after the reply
@@ -332,13 +358,20 @@ def _warm_limits_tools() -> bool:
     return "tools" in inspect.signature(warm).parameters
 
 
-def _with_block(data: dict[str, Any], messages: list[Any], block: bytes) -> bytes:
-    """The request body with ``block`` (a JSON array) spliced in after the leading system messages.
+def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: str = CHAT) -> bytes | None:
+    """The request body with ``block`` spliced in: for a chat (a JSON array) after the leading
+    system messages, for the Messages API (turns and a system addendum) before the first turn.
 
     The block's bytes go in verbatim (an orjson Fragment), so every request of the conversation
-    carries exactly the same bytes there and a provider's prefix cache keeps hitting.
+    carries exactly the same bytes there and a provider's prefix cache keeps hitting. None (the
+    client's bytes go as sent) when the block is not of the request's API.
     """
     from kindling.warmup.inject import leading_system_count
+
+    if api == MESSAGES:
+        return anthropic.with_block(data, block) if block.lstrip().startswith(b"{") else None
+    if not block.lstrip().startswith(b"["):
+        return None
 
     head = leading_system_count([m for m in messages if isinstance(m, Mapping)])
     inner = block.strip()[1:-1].strip()

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["StreamedReply", "reply_of_response"]
+__all__ = ["StreamedReply", "event_end", "reply_of_response"]
 
 
 def reply_of_response(data: Any) -> tuple[dict[str, Any], str | None, str | None] | None:
@@ -53,7 +53,7 @@ class StreamedReply:
         """Consume the next bytes of the stream."""
         self._buffer += chunk
         while True:
-            end, size = _event_end(self._buffer)
+            end, size = event_end(self._buffer)
             if end < 0:
                 return
             event, self._buffer = self._buffer[:end], self._buffer[end + size :]
@@ -124,8 +124,11 @@ class StreamedReply:
         return message
 
 
-def _event_end(buffer: bytes) -> tuple[int, int]:
-    # Events end with a blank line; servers use either line ending.
+def event_end(buffer: bytes) -> tuple[int, int]:
+    """Return (where the first whole event ends, the length of its end) in ``buffer``, or (-1, _).
+
+    Events end with a blank line; servers use either line ending.
+    """
     lf = buffer.find(b"\n\n")
     crlf = buffer.find(b"\r\n\r\n")
     if crlf >= 0 and (lf < 0 or crlf < lf):

@@ -14,7 +14,7 @@ import orjson
 
 from kindling.errors import ConversationError
 
-__all__ = ["to_anthropic"]
+__all__ = ["anthropic_prefix", "to_anthropic", "with_system_text"]
 
 
 def _text(content: Any) -> str:
@@ -99,3 +99,28 @@ def to_anthropic(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         # The Messages API requires the first turn to be the user's.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
     return {"system": "\n\n".join(system_parts), "messages": turns}
+
+
+def anthropic_prefix(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Return warm-up ``messages`` as ``{"system": ..., "messages": [...]}`` turns to put before a
+    request's own, or None when there are none.
+
+    The turns end with an assistant turn, so the request's first (user) turn follows in
+    alternation. Raises ConversationError as ``to_anthropic`` does.
+    """
+    converted = to_anthropic(messages)
+    turns = converted["messages"]
+    if not turns:
+        return None
+    if turns[-1]["role"] != "assistant":
+        turns.append({"role": "assistant", "content": [{"type": "text", "text": "(continued)"}]})
+    return converted
+
+
+def with_system_text(system: Any, text: str) -> Any:
+    """Return an Anthropic ``system`` (text or blocks) with ``text`` added at its end."""
+    if isinstance(system, list):
+        return [*system, {"type": "text", "text": text}]
+    if isinstance(system, str) and system:
+        return f"{system}\n\n{text}"
+    return text
