@@ -274,3 +274,30 @@ def test_streamed_message_follows_split_events_and_needs_its_stop() -> None:
     assert [(c["id"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]] == [
         ("t1", {"path": "x"})
     ]
+
+
+def test_a_restarted_proxy_repeats_the_stored_turns(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    save_template(tmp_path / "templates")
+    db = tmp_path / "proxy.db"
+    templates = str(tmp_path / "templates")
+    fake_openai.script = [tool_call("read_file", {"path": "src/parser.py"}, "call_1"), text("Done.")]
+    sent: list[dict[str, Any]] = [{"role": "user", "content": "Read src/parser.py please"}]
+    options: dict[str, Any] = {"model": "claude-fake", "max_tokens": 64, "system": SYSTEM, "tools": TOOLS}
+    with running_proxy(fake_openai.base_url, db, templates=templates) as proxy:
+        reply = _client(proxy.base_url).messages.create(messages=sent, **options)
+    call = reply.content[0]
+    assert call.type == "tool_use"
+    sent += [
+        _turns(reply),
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "ok"}]},
+    ]
+    # A new proxy on the same store (a restart, or a second proxy) knows the conversation and its turns.
+    with running_proxy(fake_openai.base_url, db, templates=templates) as proxy:
+        _client(proxy.base_url).messages.create(messages=sent, **options)
+        wait_recorded(proxy.base_url)
+        assert status(proxy.base_url)["continued"] == 1
+    first, second = fake_openai.message_requests()
+    warm = _warm_turns(first, sent[:1])
+    assert warm and _warm_turns(second, sent) == warm and second["system"] == first["system"]
+    (session,) = list(iter_sessions(db))
+    assert [m.role for m in session.messages] == ["system", "user", "assistant", "tool", "assistant"]
