@@ -12,9 +12,12 @@ import httpx
 import pytest
 
 from fake_openai import FakeOpenAI, text, tool_call
+from kindling.mining.tasktype import opening_request
 from kindling.proxy.anthropic import StreamedMessage, canonical_messages, canonical_turn, reply_of_message
 from kindling.proxy.identity import PrefixHasher
 from kindling.sessions import find_session, iter_sessions
+from kindling.sessions.model import Message, Session
+from kindling.warmup.warm import find_task
 from proxy_support import running_proxy, save_template, status, wait_recorded
 
 SYSTEM = "You are a careful coding agent."
@@ -301,3 +304,28 @@ def test_a_restarted_proxy_repeats_the_stored_turns(fake_openai: FakeOpenAI, tmp
     assert warm and _warm_turns(second, sent) == warm and second["system"] == first["system"]
     (session,) = list(iter_sessions(db))
     assert [m.role for m in session.messages] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_claude_codes_reminders_are_not_the_task() -> None:
+    # Claude Code's first turn: reminders of its context, then what the user asked.
+    reminder = "<system-reminder>\nCLAUDE.md: run tests with uv run pytest; be terse.\n</system-reminder>"
+    request = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": reminder},
+                    {"type": "text", "text": "Find the tokenizer bug in src/parser.py"},
+                ],
+            }
+        ]
+    }
+    messages = canonical_messages(request)
+    assert messages is not None and reminder in messages[0]["content"]  # recorded as sent
+    assert find_task(messages) == "Find the tokenizer bug in src/parser.py"
+    session = Session("cc", "proxy", (Message("user", messages[0]["content"]),))
+    assert opening_request(session) == "Find the tokenizer bug in src/parser.py"
+    only_notes = Session(
+        "cc2", "proxy", (Message("user", reminder), Message("user", "Now fix the failing parser test"))
+    )
+    assert opening_request(only_notes) == "Now fix the failing parser test"

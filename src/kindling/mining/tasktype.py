@@ -232,6 +232,17 @@ _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Summaries a compaction leaves in place of earlier turns are not the user's request.
 _NOT_A_REQUEST = ("[CONTEXT COMPACTION",)
 SUBSTANTIVE_WORDS = 3
+# What an agent's harness adds to its user's words: Claude Code's reminders of the context (its
+# CLAUDE.md, the date, open files), in the first user turn before the request itself.
+_HARNESS_NOTE = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+
+
+def request_text(text: str) -> str:
+    """Return a user message's own words: ``text`` without the notes an agent's harness added
+    (``<system-reminder>`` blocks), stripped."""
+    if "<system-reminder>" in text:
+        text = _HARNESS_NOTE.sub("", text)
+    return text.strip()
 
 
 def is_substantive(text: str) -> bool:
@@ -250,9 +261,11 @@ def opening_request(session: Session) -> str:
     """
     fallback = ""
     for message in session.messages:
-        if message.role != "user" or not message.content or not message.content.strip():
+        if message.role != "user" or not message.content:
             continue
-        text = message.content.strip()
+        text = request_text(message.content)
+        if not text:
+            continue
         if is_substantive(text):
             return text
         if not fallback and not text.startswith(_NOT_A_REQUEST):

@@ -180,13 +180,18 @@ def warm(
 
 
 def find_task(conversation: Sequence[Mapping[str, Any]]) -> str:
-    """Return the task text of a conversation: its first user message's text ("" when none)."""
+    """Return the task text of a conversation: its first user message's own words ("" when none),
+    without the notes an agent's harness adds to it (``request_text``)."""
+    from kindling.mining.tasktype import request_text
+
     for message in conversation:
         if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, list):
-                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-            return str(content or "")
+                return request_text(
+                    " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+                )
+            return request_text(str(content or ""))
     return ""
 
 
