@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
+import functools
 import json
 import re
 import socket
@@ -1030,6 +1031,46 @@ def test_a_served_request_leaves_no_garbage_for_the_collector(tmp_path: Path) ->
         finally:
             gc.enable()
     assert left <= 2, left
+    store.close()
+
+
+def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
+    # SQLite copies the WAL into the database file in the commit that takes the WAL past 1,000
+    # pages, and every request of that batch waited for it; the writer does it when it has
+    # nothing to write instead. Seen from outside: the database file holds the new requests
+    # long before the WAL reaches 1,000 pages (the writer's connection, kept open, would not
+    # checkpoint on close either).
+    import asyncio
+    import sqlite3
+
+    db = tmp_path / "confirm.db"
+    store = ConfirmationStore(str(db), daemon_settings(str(db)))
+    agent = store.authenticate(make_tokens(store).agent)
+    assert agent is not None
+
+    def in_file() -> int:
+        # The database file alone, without its WAL: a copy of it opened on its own.
+        copy = tmp_path / "copy.db"
+        copy.write_bytes(db.read_bytes())
+        with sqlite3.connect(copy) as conn:
+            try:
+                return int(conn.execute("SELECT count(*) FROM confirm_requests").fetchone()[0])
+            except sqlite3.DatabaseError:  # not even the tables yet (or a copy taken mid-write)
+                return 0
+
+    async def submit(n: int) -> None:
+        calls = [
+            functools.partial(store.submit, action=f"act_{i}", description="d", identity=agent)
+            for i in range(n)
+        ]
+        await asyncio.gather(*(store.writes.run(call) for call in calls))
+
+    asyncio.run(submit(5))
+    deadline = time.monotonic() + 10
+    while in_file() < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert in_file() == 5
+    assert store.verify_audit().ok
     store.close()
 
 

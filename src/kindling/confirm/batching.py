@@ -45,6 +45,8 @@ T = TypeVar("T")
 # A batch waits this long at most for blocks already running to join it before committing.
 _GATHER_SECONDS = 0.002
 _MAX_BLOCKS = 256
+# The writer thread, about to wait for writes, runs the group's ``when_idle`` work at most this often.
+_IDLE_SECONDS = 0.05
 
 
 class FifoLock:
@@ -86,7 +88,8 @@ class GroupCommit(Generic[State]):
     SQLite, where a pool check-out and check-in per batch cost more than the batch's savepoints,
     and PostgreSQL, where they cost two round trips: a ping and a rollback); a kept connection the
     server has ended is replaced once when a batch begins on it. Otherwise each batch checks one
-    out of the pool.
+    out of the pool. ``when_idle(conn)`` is work for the kept connection between batches, which
+    ``BatchWriter`` runs when it has nothing to write (``run_when_idle``).
     """
 
     def __init__(
@@ -97,12 +100,14 @@ class GroupCommit(Generic[State]):
         copy: Callable[[State], State],
         *,
         keep_connection: bool = False,
+        when_idle: Callable[[Connection], None] | None = None,
     ) -> None:
         self._engine = engine
         self._target = target
         self._begin = begin
         self._copy = copy
         self._keep = keep_connection
+        self._when_idle = when_idle
         self._idle: Connection | None = None  # the kept connection between batches
         self._cursor: Any = None  # the open batch's DBAPI cursor, for the savepoints
         self._driver_error: type[Exception] = engine.dialect.dbapi.Error  # type: ignore[union-attr]
@@ -304,6 +309,21 @@ class GroupCommit(Generic[State]):
             self._finish(number, None)
         return True
 
+    def run_when_idle(self) -> None:
+        """Run the ``when_idle`` work on the connection kept between batches, if there is one and
+        no batch is open. It is an optimisation: a failure is logged and otherwise ignored (a
+        connection it broke is replaced when the next batch begins on it)."""
+        if self._when_idle is None:
+            return
+        with self._conn_lock:
+            conn = self._idle
+            if conn is None or self._conn is not None:
+                return
+            try:
+                self._when_idle(conn)
+            except Exception as exc:
+                log.warning("the confirmation writer's idle work failed: %s", exc)
+
     def close(self) -> None:
         """Close the connection kept between batches, if any (the store is closing)."""
         with self._conn_lock:
@@ -471,10 +491,21 @@ class BatchWriter:
 
     def _serve(self) -> None:
         expected = 1  # how many writes the last batch held: their clients tend to come back together
+        idle_at = 0.0  # when the group's idle work last ran
+        ran = False  # a batch ran since
         while True:
-            first = self._queue.get()
+            try:
+                first = self._queue.get_nowait()
+            except queue.Empty:
+                # Nothing to write: the clients are reading their answers. Run the group's idle
+                # work now (it waits for the disk, with the GIL free), rather than in a batch.
+                if ran and time.monotonic() - idle_at >= _IDLE_SECONDS:
+                    self._group.run_when_idle()
+                    idle_at, ran = time.monotonic(), False
+                first = self._queue.get()
             if first is None:
                 return
+            ran = True
             items: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
             try:
                 outcomes = self._group.run_together(self._gather(first, items, expected))

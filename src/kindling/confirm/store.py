@@ -111,7 +111,12 @@ class ConfirmationStore:
         # Writers share transactions and commits (see batching.py); this process's writers queue
         # there rather than in SQLite's busy-sleep loop.
         self._group: GroupCommit[_Batch] = GroupCommit(
-            self.engine, self.target, self._begin, _Batch.copy, keep_connection=True
+            self.engine,
+            self.target,
+            self._begin,
+            _Batch.copy,
+            keep_connection=True,
+            when_idle=_sqlite_checkpoint if self._sqlite else None,
         )
         # The daemon's hot writes (submit, decide) from its event loop: ``await store.writes.run(call)``.
         self.writes = BatchWriter(self._group, self.target)
@@ -1053,6 +1058,19 @@ def _sqlite_full_sync(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+
+
+def _sqlite_checkpoint(conn: Connection) -> None:
+    # Between batches (GroupCommit's idle work): copy the committed pages in the WAL into the
+    # database file while the writer has nothing else to do. SQLite otherwise does it in the
+    # commit that takes the WAL past 1,000 pages, and every request of that batch waited for it
+    # (and for its sync of the database file). PASSIVE: it takes no lock a writer or reader needs;
+    # once it has copied everything, the next write starts the WAL over.
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        cursor.close()
 
 
 def _redact_notify_url(url: str) -> str:
