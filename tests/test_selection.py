@@ -125,8 +125,18 @@ def test_choose_tools_shows_only_what_the_evidence_supports() -> None:
     # A doubtful tool beside a sure one: more examples of the sure one keep the warm-up mostly right...
     mixed = {"a": 0.99, "b": 0.6, "c": 0.05}
     assert choose_tools(mixed, 8) == evidence.Choice(["a", "b"], 8)
-    # ...but never more of it than there are; and a sure tool alone needs no repeats.
-    assert choose_tools(mixed, 8, available=2) == evidence.Choice(["a", "b"], 3)
+    # ...but never more examples than the tools shown have; and a sure tool alone needs no repeats.
+    assert choose_tools(mixed, 8, available={"a": 2, "b": 1, "c": 5}) == evidence.Choice(["a", "b"], 3)
+    # When the surest tool's examples run out, further ones are the next surest's, while they raise
+    # the expected score: a likely tool's do, a doubtful one's would dilute the warm-up.
+    assert choose_tools(mixed, 8, available={"a": 1, "b": 6, "c": 5}) == evidence.Choice(["a", "b"], 2)
+    likely = {"a": 0.99, "b": 0.95, "c": 0.6, "d": 0.05}
+    assert choose_tools(likely, 8, available={"a": 1, "b": 6, "c": 1, "d": 3}) == evidence.Choice(
+        ["a", "b", "c"], 8
+    )
+    assert choose_tools(likely, 8, available={"a": 1, "b": 1, "c": 6, "d": 3}) == evidence.Choice(
+        ["a", "b", "c"], 3
+    )
     assert choose_tools({"a": 0.99, "b": 0.05}, 8) == evidence.Choice(["a"], 1)
 
 
@@ -485,3 +495,26 @@ def test_further_examples_are_of_the_surest_tool_and_no_more_than_it_has() -> No
     assert set(plan.tools) == {"lookup_customer", "issue_refund"}
     shown = Counter(c.example.tool_name for c in plan.candidates)
     assert shown == Counter({"lookup_customer": 2, "issue_refund": 1})
+
+
+def test_further_examples_spill_to_the_next_surest_tool_when_the_surest_has_no_more() -> None:
+    # Every past task looked the customer up (one example kept: the same call each time), seven in
+    # eight refunded (four examples kept), a few also wrote a note. The lookup has no second example,
+    # so the spare slots go to refunds, not to nothing.
+    examples = [Example(tool_name="lookup_customer", result="found", session_id="s0", position=1)]
+    episodes: list[Episode] = []
+    for number in range(8):
+        session = f"s{number}"
+        steps = [EpisodeStep(tool_name="lookup_customer", position=1)]
+        if number < 7:
+            steps.append(EpisodeStep(tool_name="issue_refund", position=2))
+        if number < 4:
+            examples.append(Example(tool_name="issue_refund", result="ok", session_id=session, position=2))
+        if number in (3, 6):
+            steps.append(EpisodeStep(tool_name="write_note", position=3))
+            examples.append(Example(tool_name="write_note", result="ok", session_id=session, position=3))
+        episodes.append(Episode(session_id=session, opening="refund my kettle", steps=steps))
+    template = Template(name="t", examples=examples, episodes=episodes)
+    plan = plan_examples(template, "refund my kettle", max_examples=6)
+    shown = Counter(c.example.tool_name for c in plan.candidates)
+    assert (shown["lookup_customer"], shown["issue_refund"]) == (1, 4)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -280,18 +280,22 @@ class Choice:
     examples: int
 
 
-def choose_tools(probabilities: dict[str, float], slots: int, available: int | None = None) -> Choice:
+def choose_tools(
+    probabilities: dict[str, float], slots: int, available: Mapping[str, int] | None = None
+) -> Choice:
     """Return the tools to show and how many examples: the best expected F-score under the models.
 
     The candidates are the ``k`` most probable tools shown once each, plus ``n - k`` more examples
-    of the surest one, for every ``k <= n <= slots`` (at most ``available`` examples of the surest
-    tool in all, when given). Each is scored by its exact expected F-beta
+    of the surest ones, for every ``k <= n <= slots``: the surest tool's, and when its examples run
+    out the next surest's (``available``, when given, says how many examples each tool has; ``n``
+    is never more than the ``k`` tools have between them). Each is scored by its expected F-beta
     when each tool is needed with its probability, independently: recall is the share of the needed
     tools shown (out of at most ``slots``), precision the share of examples whose tool is needed
-    (``_expected_f``). Weak evidence adds no tool, and a further example of the surest tool is
-    shown only while it raises the expected score. ``RECALL_WEIGHT`` (beta) leans towards recall: a
-    tool the task needs and the agent was not shown costs more than an example too many. Ties go
-    by tool name, then to fewer examples.
+    (``_expected_f``, which counts every further example as the surest tool's: exact while it has
+    enough, an upper bound when they spill over to the next). Weak evidence adds no tool, and a
+    further example is shown only while it raises the expected score. ``RECALL_WEIGHT`` (beta)
+    leans towards recall: a tool the task needs and the agent was not shown costs more than an
+    example too many. Ties go by tool name, then to fewer examples.
     """
     ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
     ranked = [(t, min(max(p, 0.0), 1.0)) for t, p in ranked]
@@ -304,11 +308,16 @@ def choose_tools(probabilities: dict[str, float], slots: int, available: int | N
     beyond.reverse()
     best = (-1.0, 1, 1)
     among = [1.0]  # how many of ranked[1:k] are needed
+    # Further examples: the surest tool's, then (when they run out) each next tool's, in rank order.
+    own = slots if available is None else max(1, available.get(ranked[0][0], 1)) - 1
+    spill: list[float] = []  # the probability of each further example past the surest tool's own
     for k in range(1, min(slots, len(ranked)) + 1):
         if k > 1:
             among = _add_tool(among, ranked[k - 1][1], cap=k)
-        most = slots if available is None else min(slots, k - 1 + max(1, available))
-        scores = _expected_f(ranked[0][1], among, beyond[k], k, most, slots)
+            if available is not None:
+                spill.extend([ranked[k - 1][1]] * (max(1, available.get(ranked[k - 1][0], 1)) - 1))
+        most = min(slots, k + own + len(spill))
+        scores = _expected_f(ranked[0][1], among, beyond[k], k, most, slots, own, spill)
         n = int(np.argmax(scores))  # the first best: ties go to fewer examples
         if scores[n] > best[0] + 1e-12:
             best = (float(scores[n]), k, k + n)
@@ -328,13 +337,23 @@ def _add_tool(distribution: list[float], p: float, cap: int | None = None) -> li
 
 
 def _expected_f(
-    first: float, among: list[float], beyond: list[float], k: int, most: int, slots: int
+    first: float,
+    among: list[float],
+    beyond: list[float],
+    k: int,
+    most: int,
+    slots: int,
+    own: int | None = None,
+    spill: Sequence[float] = (),
 ) -> np.ndarray:
-    """Expected F-beta of showing the ``k`` most probable tools once each and the surest one
-    ``n - k`` more times, for each ``n`` from ``k`` to ``most``.
+    """Expected F-beta of showing the ``k`` most probable tools once each and ``n - k`` further
+    examples, for each ``n`` from ``k`` to ``most``.
 
     ``first`` is the surest tool's probability, ``among`` the distribution of how many of the other
     shown tools are needed and ``beyond`` of how many tools not shown are (capped at ``slots``).
+    The first ``own`` further examples (all, when None) are the surest tool's; past those, each is
+    of another shown tool, needed with its probability in ``spill``. Those count by their expected
+    hits (their tools' needs are not followed jointly with recall): exact up to ``own``.
     """
     weight = RECALL_WEIGHT * RECALL_WEIGHT
     # Every outcome: is the surest tool needed (a), how many others shown are (h), how many not shown are (m).
@@ -348,8 +367,13 @@ def _expected_f(
     )
     hits = a + h
     recall = np.divide(hits, np.minimum(hits + m, slots), out=np.zeros_like(chance), where=hits > 0)
-    shown = np.arange(k, most + 1, dtype=np.float64)[:, None, None, None]
-    precision = (h + a * (1.0 + shown - k)) / shown
+    counts = np.arange(k, most + 1)
+    further = counts - k
+    surest = further if own is None else np.minimum(further, own)
+    expected = np.concatenate(([0.0], np.cumsum(np.asarray(spill, dtype=np.float64))))
+    spilled = expected[np.minimum(further - surest, len(spill))]
+    shown = counts.astype(np.float64)[:, None, None, None]
+    precision = (h + a * (1.0 + surest[:, None, None, None]) + spilled[:, None, None, None]) / shown
     denominator = weight * precision + recall
     f = np.divide(
         (1 + weight) * precision * recall,

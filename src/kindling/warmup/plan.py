@@ -183,7 +183,7 @@ def plan_examples(
     similar = by_similarity[:SIMILAR_LIMIT]
     # When nothing in the task is known the models give the base rates: the tools most past tasks used.
     ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
-    choice = choose_tools(probabilities, max_examples, len(by_tool[ranked[0][0]]) if ranked else None)
+    choice = choose_tools(probabilities, max_examples, {t: len(by_tool[t]) for t, _p in ranked})
     chosen = choice.tools
     episodes = template.episodes
     calls = _calls_of(template)
@@ -209,14 +209,16 @@ def plan_examples(
                 pick = (spare, None)
         if pick is not None:
             take(*pick)
-    # Then more examples of the surest tool, as many as the expected score asked for: its calls in
-    # the most similar past tasks first, in their order, then the template's other examples of it.
-    if chosen:
-        surest = chosen[0]
+    # Then more examples, as many as the expected score asked for: the surest tool's, and when they
+    # run out the next surest's; each tool's calls in the most similar past tasks first, in their
+    # order, then the template's other examples of it.
+    for tool in chosen:
+        if len(taken) >= choice.examples:
+            break
         more: list[tuple[int, Similar | None]] = [
-            (i, s) for s in similar for name, i in calls[s.index] if name == surest
+            (i, s) for s in similar for name, i in calls[s.index] if name == tool
         ]
-        more.extend((i, None) for i in by_tool[surest])
+        more.extend((i, None) for i in by_tool[tool])
         for index, source in more:
             if len(taken) >= choice.examples:
                 break
