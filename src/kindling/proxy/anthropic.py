@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from kindling.proxy.reply import event_end
+from kindling.proxy.reply import EventStream
 
 __all__ = [
     "StreamedMessage",
@@ -181,7 +181,7 @@ def reply_of_message(data: Any) -> tuple[dict[str, Any], str | None, str | None]
     )
 
 
-class StreamedMessage:
+class StreamedMessage(EventStream):
     """Rebuilds the reply from a Messages API event stream, fed as bytes arrive.
 
     ``done`` turns true at ``message_stop``; a stream cut off before it (or ended by an ``error``
@@ -189,38 +189,15 @@ class StreamedMessage:
     """
 
     def __init__(self) -> None:
-        self._buffer = b""
+        super().__init__()
         self.blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, list[str]] = {}
+        self._partial_json: dict[int, list[str]] = {}
         self.model: str | None = None
         self.finish_reason: str | None = None
-        self.done = False
-        self.malformed = 0
 
-    def feed(self, chunk: bytes) -> None:
-        """Consume the next bytes of the stream."""
-        self._buffer += chunk
-        while True:
-            end, size = event_end(self._buffer)
-            if end < 0:
-                return
-            event, self._buffer = self._buffer[:end], self._buffer[end + size :]
-            self._event(event)
-
-    def _event(self, event: bytes) -> None:
-        data = b"\n".join(
-            line[5:].lstrip(b" ")
-            for line in event.replace(b"\r\n", b"\n").split(b"\n")
-            if line.startswith(b"data:")
-        )
-        if not data:
-            return
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            self.malformed += 1
-            return
-        if not isinstance(payload, dict):
+    def _data(self, data: bytes) -> None:
+        payload = self._json(data)
+        if payload is None:
             return
         kind = payload.get("type")
         index = payload.get("index")
@@ -246,7 +223,7 @@ class StreamedMessage:
         if kind == "text_delta" and isinstance(delta.get("text"), str):
             block["text"] = block.get("text", "") + delta["text"]
         elif kind == "input_json_delta" and isinstance(delta.get("partial_json"), str):
-            self._json.setdefault(index, []).append(delta["partial_json"])
+            self._partial_json.setdefault(index, []).append(delta["partial_json"])
         elif kind == "thinking_delta" and isinstance(delta.get("thinking"), str):
             block["thinking"] = block.get("thinking", "") + delta["thinking"]
 
@@ -255,7 +232,7 @@ class StreamedMessage:
         content = []
         for index in sorted(self.blocks):
             block = dict(self.blocks[index])
-            pieces = self._json.get(index)
+            pieces = self._partial_json.get(index)
             if pieces:
                 text = "".join(pieces)
                 try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["StreamedReply", "event_end", "reply_of_response"]
+__all__ = ["EventStream", "StreamedReply", "event_end", "reply_of_response"]
 
 
 def reply_of_response(data: Any) -> tuple[dict[str, Any], str | None, str | None] | None:
@@ -32,22 +32,17 @@ def reply_of_response(data: Any) -> tuple[dict[str, Any], str | None, str | None
     )
 
 
-class StreamedReply:
-    """Rebuilds the first choice's message from a chat-completion event stream, fed as bytes arrive.
+class EventStream:
+    """Server-sent events fed as bytes as they arrive: each whole event's data goes to ``_data``.
 
-    ``done`` turns true at ``data: [DONE]``; a stream cut off before it leaves ``done`` false, and the
-    proxy then records no reply (the client never got a whole one).
+    Events may be split anywhere and end with either line ending; data that is not JSON is counted
+    in ``malformed`` (``_json``).
     """
 
     def __init__(self) -> None:
         self._buffer = b""
-        self.content: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.model: str | None = None
-        self.finish_reason: str | None = None
         self.done = False
         self.malformed = 0
-        self.extras: dict[str, Any] = {}
 
     def feed(self, chunk: bytes) -> None:
         """Consume the next bytes of the stream."""
@@ -57,25 +52,48 @@ class StreamedReply:
             if end < 0:
                 return
             event, self._buffer = self._buffer[:end], self._buffer[end + size :]
-            self._event(event)
+            data = b"\n".join(
+                line[5:].lstrip(b" ")
+                for line in event.replace(b"\r\n", b"\n").split(b"\n")
+                if line.startswith(b"data:")
+            )
+            if data:
+                self._data(data)
 
-    def _event(self, event: bytes) -> None:
-        data = b"\n".join(
-            line[5:].lstrip(b" ")
-            for line in event.replace(b"\r\n", b"\n").split(b"\n")
-            if line.startswith(b"data:")
-        )
-        if not data:
-            return
-        if data.strip() == b"[DONE]":
-            self.done = True
-            return
+    def _data(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _json(self, data: bytes) -> dict[str, Any] | None:
+        """The event's JSON object, or None (counted when it is not JSON)."""
         try:
             payload = orjson.loads(data)
         except orjson.JSONDecodeError:
             self.malformed += 1
+            return None
+        return payload if isinstance(payload, dict) else None
+
+
+class StreamedReply(EventStream):
+    """Rebuilds the first choice's message from a chat-completion event stream, fed as bytes arrive.
+
+    ``done`` turns true at ``data: [DONE]``; a stream cut off before it leaves ``done`` false, and the
+    proxy then records no reply (the client never got a whole one).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.content: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.extras: dict[str, Any] = {}
+
+    def _data(self, data: bytes) -> None:
+        if data.strip() == b"[DONE]":
+            self.done = True
             return
-        if not isinstance(payload, dict):
+        payload = self._json(data)
+        if payload is None:
             return
         if isinstance(payload.get("model"), str):
             self.model = payload["model"]
