@@ -9,6 +9,7 @@ databases full of malformed and compacted rows, and on the development data.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -260,6 +261,10 @@ def test_values_the_converter_would_read_differently_mine_as_before(
         "tool_call_id = ?": [("", 17)],
         "tool_calls = CAST(? AS TEXT)": [(b"[\xff]", 18)],
         "content = CAST(? AS TEXT)": [(b"ok \xff", 19)],
+        # A role reads through its own converter: a BLOB would be a known role, an empty one unknown.
+        "role = CAST(? AS BLOB)": [(b"tool", 3), (b"user", 8)],
+        "role = ?": [("", 6), ("Assistant", 12), ("robot", 13)],
+        "role = CAST(? AS TEXT)": [(b"to\xffl", 16)],
     }
     for change, rows in changes.items():
         for at in range(len(rows) + 1):
@@ -273,3 +278,41 @@ def test_values_the_converter_would_read_differently_mine_as_before(
             for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 1}):
                 assert current(path, **filters) == reference(path, monkeypatch, **filters), (change, at)
             path.unlink()
+
+
+def test_session_ids_the_converter_would_read_differently_mine_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of whole sessions between two non-empty texts read session_id through the converter
+    # too; a page that can hold an empty text (which would read as None) or a BLOB (which would
+    # read as text) reads it exactly: the first, the last, and one that starts at the empty text.
+    monkeypatch.setattr("kindling.sessions.hermes._PAGE_ROWS", 3)
+    call = orjson.dumps(
+        [{"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
+    )
+    path = tmp_path / "state.db"
+    changes = {
+        # s5 has a session row but no message with a text id: a BLOB id read as text would join it.
+        "session_id = CAST(? AS BLOB)": [(b"s5", 10), (b"s6", 14)],
+        "session_id = ?": [(None, 8)],
+    }
+    # Empty ids on fewer rows than a page (the first page holds them), then on more (a page starts there).
+    for layout, (change, rows) in itertools.product(
+        [("", "s1", "s2", "s3", "s4"), ("", "", "s1", "s2", "s3", "s4")], [("", []), *changes.items()]
+    ):
+        messages: list[Any] = []
+        for session in layout:
+            messages.append((session, "user", "Please fix the parser", None, None, (1, 0)))
+            messages.append((session, "assistant", None, None, call.decode(), (1, 0)))
+            messages.append((session, "tool", '{"success": true}', "c1", None, (1, 0)))
+        write_database(path, messages)
+        conn = sqlite3.connect(path)
+        conn.execute("INSERT INTO sessions VALUES ('', 'cli', 4.0, NULL, NULL, NULL, 'm')")
+        conn.execute("INSERT INTO sessions VALUES ('s5', 'cli', 6.0, NULL, NULL, NULL, 'm')")
+        for value, row_id in rows:
+            conn.execute(f"UPDATE messages SET {change} WHERE id = ?", (value, row_id))
+        conn.commit()
+        conn.close()
+        for filters in ({"min_messages": 0}, {"min_messages": 3, "max_sessions": 2}):
+            assert current(path, **filters) == reference(path, monkeypatch, **filters), (layout, change)
+        path.unlink()

@@ -123,12 +123,24 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 # back the GIL around each column it reads with its own decoder, a converter's column is read without
 # (a NULL without any call). The name is kindling's own, so no other converter is replaced.
 _DECODED = "kindling_utf8"
-_DECODED_COLUMNS = ("content", "tool_call_id", "tool_calls")
+_DECODED_COLUMNS = ("role", "content", "tool_call_id", "tool_calls")
 # The converted columns where a BLOB would read differently from the exact path (content skips the
-# sentinel check as bytes, a call id becomes "b'...'"): such a row is handed to the converter as
-# bytes that are not UTF-8, and the read goes on through the exact columns (_Pages).
-_GUARDED_COLUMNS = ("content", "tool_call_id")
+# sentinel check as bytes, a call id becomes "b'...'", a role would be known): such a row is handed
+# to the converter as bytes that are not UTF-8, and the read goes on through the exact columns
+# (_Pages). An empty role reads as None, which is as unknown as the empty text.
+_GUARDED_COLUMNS = ("role", "content", "tool_call_id")
+# The role's converter hands out one shared text per known role, whose hash is kept, so the loop's
+# look-ups and comparisons of roles need not hash a new text per row.
+_ROLE = "kindling_role"
+
+
+class _RoleTexts(dict[bytes, str]):
+    def __missing__(self, raw: bytes) -> str:
+        return raw.decode()
+
+
 sqlite3.register_converter(_DECODED, bytes.decode)
+sqlite3.register_converter(_ROLE, _RoleTexts({role.encode(): role for role in sorted(ROLES)}).__getitem__)
 _FETCH_SIZE = 2000
 # Rows per SQLite read transaction (for messages: whole sessions up to about this many rows). Between
 # pages the reader holds no snapshot, so Hermes's WAL checkpoint can run. Small pages stay in the CPU cache until they are read (4096-row pages of
@@ -295,6 +307,7 @@ def _select_lists(
     lean: bool = False,
     narrow: bool = False,
     decoded: bool = False,
+    keyed: bool = False,
 ) -> tuple[str, str, str]:
     """Return the select lists of messages and sessions, and the messages' order column.
 
@@ -302,6 +315,9 @@ def _select_lists(
     ``_DECODED_COLUMNS`` through the converter: the same values as the exact path for text and
     NULL (an empty text reads as None, which mining takes alike), and a guarded column's BLOB reads
     as bytes that are not UTF-8, so the converter fails and the page is read again exactly.
+    ``keyed`` (with ``decoded``) reads session_id through the converter too where its affinity is
+    text: only for pages between two non-empty texts, which hold no NULL, no empty text and no
+    BLOB (see _Pages._group_page_of).
     """
     order = "id" if "id" in message_columns else "rowid"
     wanted = MESSAGE_COLUMNS[:LEAN_COLUMNS] if lean else MESSAGE_COLUMNS
@@ -315,9 +331,12 @@ def _select_lists(
         if not decoded or name not in _DECODED_COLUMNS or _affinity(message_columns[name]) != "text":
             return name
         value = f"CASE WHEN {name} >= x'' THEN x'ff' ELSE {name} END" if name in _GUARDED_COLUMNS else name
-        return f'{value} AS "{name} [{_DECODED}]"'
+        return f'{value} AS "{name} [{_ROLE if name == "role" else _DECODED}]"'
 
-    message_select = ", ".join(["session_id", order, *map(column, wanted)])
+    key = "session_id"
+    if keyed and decoded and _affinity(message_columns.get("session_id", "")) == "text":
+        key = f'session_id AS "session_id [{_DECODED}]"'
+    message_select = ", ".join([key, order, *map(column, wanted)])
     selected = {c: (c if c in session_columns else "NULL") for c in SESSION_COLUMNS}
     if prompts:
         # The prompt as Hermes itself resolves it: the inline copy, else the shared one by its hash.
@@ -350,6 +369,9 @@ def _read_sqlite(
         message_columns, session_columns, prompts, lean, narrow
     )
     decoded_select = _select_lists(message_columns, session_columns, prompts, lean, narrow, decoded=narrow)[0]
+    keyed_select = _select_lists(
+        message_columns, session_columns, prompts, lean, narrow, decoded=narrow, keyed=True
+    )[0]
     live = _live_condition(message_columns, boolean=False)
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
@@ -365,6 +387,7 @@ def _read_sqlite(
         keys=("messages", key_where[len(" WHERE ") :]),
         index_order=_index_order(connections[0], message_columns, order),
         decoded=f"SELECT {decoded_select} FROM messages",
+        keyed=f"SELECT {keyed_select} FROM messages" if keyed_select != decoded_select else None,
     )
     message_pages = message_rows.pages("session_id", order)
     session_rows = _Pages(
@@ -548,12 +571,16 @@ class _Pages:
         keys: tuple[str, str] | None = None,
         index_order: str | None = None,
         decoded: str | None = None,
+        keyed: str | None = None,
     ) -> None:
         self.conn = conn
         # Pages are read with ``decoded`` (columns through the converter, see _select_lists) until
-        # a row's converter fails; from then on with ``select``, the exact columns.
+        # a row's converter fails; from then on with ``select``, the exact columns. ``keyed`` is
+        # ``decoded`` with the first key through the converter too, for pages of whole groups
+        # between two non-empty texts (see _group_page_of).
         self.exact_select = select
         self.select = decoded if decoded is not None else select
+        self.keyed = keyed
         self.conditions = where[len(" WHERE ") :] if where else ""
         # (table, conditions on the key alone taking the same parameters): pages of whole groups.
         self.keys = keys
@@ -616,8 +643,11 @@ class _Pages:
                 page_conditions.append(f"{first} < ?")
                 params = (*params, high)
             if not self.lenient:
+                # Between two non-empty texts (in SQLite's order NULL < numbers < texts < BLOBs)
+                # a text-affinity key is a non-empty text on every row: read through the converter.
+                keyed = type(low) is str and low != "" and type(high) is str
                 try:
-                    page = self._group_page(" AND ".join(page_conditions), params, first, second)
+                    page = self._group_page(" AND ".join(page_conditions), params, first, second, keyed)
                 except sqlite3.OperationalError as exc:
                     # As in _paged: the rest is read by one statement with the lenient decoder.
                     if self.cursor is not None:
@@ -633,7 +663,9 @@ class _Pages:
                 return
             low = high
 
-    def _group_page(self, where: str, params: tuple[Any, ...], first: str, second: str) -> list[Any]:
+    def _group_page(
+        self, where: str, params: tuple[Any, ...], first: str, second: str, keyed: bool = False
+    ) -> list[Any]:
         # The rows of one page of whole groups, ordered by (first, second). With an index that
         # hands out each group by (index_order, second) (see _index_order), the page is read in
         # that order, which needs no sorting, and kept when every group's rows came in order of
@@ -641,7 +673,7 @@ class _Pages:
         # first, as sessions written one after another have it rising through the whole page); else it is
         # read again in the order asked, which SQLite sorts group by group.
         try:
-            return self._group_page_of(where, params, first, second)
+            return self._group_page_of(where, params, first, second, keyed)
         except UnicodeDecodeError:
             # A converter failed (see _select_lists): this page and the rest read exactly.
             if self.cursor is not None:
@@ -649,8 +681,13 @@ class _Pages:
             self._go_exact()
             return self._group_page_of(where, params, first, second)
 
-    def _group_page_of(self, where: str, params: tuple[Any, ...], first: str, second: str) -> list[Any]:
-        select = f"{self.select} WHERE {where} ORDER BY {first}, "
+    def _group_page_of(
+        self, where: str, params: tuple[Any, ...], first: str, second: str, keyed: bool = False
+    ) -> list[Any]:
+        base = self.select
+        if keyed and self.keyed is not None and base is not self.exact_select:
+            base = self.keyed
+        select = f"{base} WHERE {where} ORDER BY {first}, "
         if self.index_order is not None:
             cursor = self._execute(f"{select}{self.index_order}, {second}", params)
             page: list[Any] = cursor.fetchall()
