@@ -1044,7 +1044,7 @@ def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
     import sqlite3
 
     db = tmp_path / "confirm.db"
-    store = ConfirmationStore(str(db), daemon_settings(str(db)))
+    store = ConfirmationStore(str(db), daemon_settings(str(db), rate_limit=1000, token_rate_limit=1000))
     agent = store.authenticate(make_tokens(store).agent)
     assert agent is not None
 
@@ -1060,16 +1060,16 @@ def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
 
     async def submit(n: int) -> None:
         calls = [
-            functools.partial(store.submit, action=f"act_{i}", description="d", identity=agent)
+            functools.partial(store.submit, action="act", description=f"d{i}", identity=agent)
             for i in range(n)
         ]
         await asyncio.gather(*(store.writes.run(call) for call in calls))
 
-    asyncio.run(submit(5))
+    asyncio.run(submit(250))  # past the 200 writes it waits for, some 750 pages
     deadline = time.monotonic() + 10
-    while in_file() < 5 and time.monotonic() < deadline:
+    while in_file() < 250 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert in_file() == 5
+    assert in_file() == 250
     assert store.verify_audit().ok
     store.close()
 

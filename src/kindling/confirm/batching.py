@@ -45,8 +45,10 @@ T = TypeVar("T")
 # A batch waits this long at most for blocks already running to join it before committing.
 _GATHER_SECONDS = 0.002
 _MAX_BLOCKS = 256
-# The writer thread, about to wait for writes, runs the group's ``when_idle`` work at most this often.
-_IDLE_SECONDS = 0.05
+# The writer thread, about to wait for writes, runs the group's ``when_idle`` work once this many
+# writes were committed since it last ran (on SQLite a checkpoint: some 500-800 WAL pages by then,
+# before SQLite's own checkpoint at 1,000 would run in a commit).
+_IDLE_WRITES = 200
 
 
 class FifoLock:
@@ -491,21 +493,19 @@ class BatchWriter:
 
     def _serve(self) -> None:
         expected = 1  # how many writes the last batch held: their clients tend to come back together
-        idle_at = 0.0  # when the group's idle work last ran
-        ran = False  # a batch ran since
+        written = 0  # writes since the group's idle work last ran
         while True:
             try:
                 first = self._queue.get_nowait()
             except queue.Empty:
                 # Nothing to write: the clients are reading their answers. Run the group's idle
                 # work now (it waits for the disk, with the GIL free), rather than in a batch.
-                if ran and time.monotonic() - idle_at >= _IDLE_SECONDS:
+                if written >= _IDLE_WRITES:
                     self._group.run_when_idle()
-                    idle_at, ran = time.monotonic(), False
+                    written = 0
                 first = self._queue.get()
             if first is None:
                 return
-            ran = True
             items: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
             try:
                 outcomes = self._group.run_together(self._gather(first, items, expected))
@@ -514,6 +514,7 @@ class BatchWriter:
                 error = StoreError(f"Cannot write database: {exc}", path=self._name)
                 outcomes = [(False, error)] * len(items)
             expected = max(1, len(items))
+            written += len(items)
             by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
             for (_, future), outcome in zip(items, outcomes, strict=True):
                 by_loop.setdefault(future.get_loop(), []).append((future, outcome))
