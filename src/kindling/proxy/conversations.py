@@ -128,12 +128,7 @@ class Conversations:
         data = orjson.loads(raw)
         if not isinstance(data, dict):
             return None
-        if api == MESSAGES:
-            messages = anthropic.canonical_messages(data)
-            tools = anthropic.tool_names(data.get("tools"))
-        else:
-            messages = data.get("messages")
-            tools = tool_names(data.get("tools"))
+        messages = anthropic.canonical_messages(data) if api == MESSAGES else data.get("messages")
         if not isinstance(messages, list):
             return None
         now = time.time()
@@ -164,7 +159,7 @@ class Conversations:
             session_id = explicit or _new_session_id()
             choice = WarmChoice(None, "off")
             if last < 0 and self.warm and not warm_off:
-                choice = await self._choose_warm(messages, tools, api)
+                choice = await self._choose_warm(messages, data.get("tools"), api)
             conversation = Conversation(session_id, 0, choice.block, choice.state)
             self.counts["conversations"] += 1
             self.counts["warmed"] += choice.state == "on"
@@ -229,7 +224,9 @@ class Conversations:
 
     # -------------------------------------------------------------------------- warm-up
 
-    async def _choose_warm(self, messages: Sequence[Any], names: list[str], api: str) -> WarmChoice:
+    async def _choose_warm(self, messages: Sequence[Any], tools: Any, api: str) -> WarmChoice:
+        # The tools' names are read here, on a conversation's first request only.
+        names = anthropic.tool_names(tools) if api == MESSAGES else tool_names(tools)
         if not names:
             return WarmChoice(None, "none")  # no tools offered: nothing an example could show
         try:
@@ -368,9 +365,10 @@ def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: st
     """
     from kindling.warmup.inject import leading_system_count
 
+    opening = _first_byte(block)
     if api == MESSAGES:
-        return anthropic.with_block(data, block) if block.lstrip().startswith(b"{") else None
-    if not block.lstrip().startswith(b"["):
+        return anthropic.with_block(data, block) if opening == b"{" else None
+    if opening != b"[":
         return None
 
     head = leading_system_count([m for m in messages if isinstance(m, Mapping)])
@@ -380,6 +378,12 @@ def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: st
     spliced = dict(data)
     spliced["messages"] = [*messages[:head], orjson.Fragment(inner), *messages[head:]]
     return orjson.dumps(spliced)
+
+
+def _first_byte(block: bytes) -> bytes:
+    """The block's first byte that is not white space (without copying a block that starts with none)."""
+    first = block[:1]
+    return block.lstrip()[:1] if first.isspace() else first
 
 
 def _one_line(exc: BaseException) -> str:
