@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -544,3 +545,30 @@ def test_proxy_status_command(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
         assert (data["conversations"], data["replies"], data["recorder"]["store_state"]) == (1, 1, "up")
         refused = runner.invoke(app, ["proxy", "status", "--url", proxy.base_url])
         assert refused.exit_code != 0 and "answered 401" in refused.output
+
+
+def test_request_bodies_past_the_limit_are_refused_unread(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    limit = 1024 * 1024
+    db = tmp_path / "proxy.db"
+    with running_proxy(fake_openai.base_url, db, warm=False, max_body_bytes=limit) as proxy:
+        padding = "x" * (limit - 100)
+        fits = {"model": "m", "messages": [{"role": "user", "content": padding[: limit - 200]}]}
+        too_big = {"model": "m", "messages": [{"role": "user", "content": padding + "y" * 200}]}
+
+        def chunked(payload: dict[str, Any]) -> Iterator[bytes]:
+            raw = json.dumps(payload).encode()
+            for start in range(0, len(raw), 64 * 1024):
+                yield raw[start : start + 64 * 1024]
+
+        with httpx.Client(base_url=proxy.base_url, timeout=30) as http:
+            assert http.post("/chat/completions", json=fits).status_code == 200
+            for path in ("/chat/completions", "/messages", "/embeddings"):
+                declared = http.post(path, json=too_big)
+                assert declared.status_code == 413, path
+                assert "--max-body-mb" in declared.json()["error"]["message"]
+                streamed = http.post(path, content=chunked(too_big))  # no Content-Length: chunked
+                assert streamed.status_code == 413, path
+            assert http.post("/chat/completions", content=chunked(fits)).status_code == 200
+        wait_recorded(proxy.base_url)
+    assert len(fake_openai.requests) == 2  # only the two that fit went upstream
+    assert len(list(iter_sessions(db))) == 2  # and only they were recorded

@@ -69,6 +69,15 @@ def proxy_command(
         typer.Option(help="Template store (default: KINDLING_TEMPLATE_STORE or $KINDLING_HOME/templates)."),
     ] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget of a warm-up.")] = None,
+    max_body_mb: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body-mb",
+            min=1,
+            help="Largest request body in MiB (default 64); a larger one is refused with 413 before it "
+            "is read.",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the proxy in the foreground. Point the agent's base URL at http://HOST:PORT/v1
@@ -104,6 +113,7 @@ def proxy_command(
         template=template,
         templates=templates,
         budget=budget,
+        **({} if max_body_mb is None else {"max_body_bytes": max_body_mb * 1024 * 1024}),
     )
     err_console.print(
         f"kindling proxy on {settings.base_url} -> {settings.upstream}; recording to "

@@ -133,7 +133,9 @@ def create_app(
     async def _conversation(request: Request, path: str, api: str) -> Response:
         if (refusal := refused(request)) is not None:
             return refusal
-        raw = await request.body()
+        raw = await _body(request, settings.max_body_bytes)
+        if raw is None:
+            return _too_large(settings)
         turn: Turn | None = None
         try:
             turn = await conversations.begin(raw, request.headers, api)
@@ -148,7 +150,9 @@ def create_app(
     async def passthrough(path: str, request: Request) -> Response:
         if (refusal := refused(request)) is not None:
             return refusal
-        body = await request.body()
+        body = await _body(request, settings.max_body_bytes)
+        if body is None:
+            return _too_large(settings)
         headers = _upstream_headers(request, settings, MESSAGES if path.startswith("messages") else CHAT)
         return await _forward(request, app.state.client, settings, path, body, headers, None)
 
@@ -267,6 +271,34 @@ def _upstream_headers(request: Request, settings: ProxySettings, api: str = CHAT
             headers.pop("x-api-key", None)
             headers["authorization"] = f"Bearer {settings.upstream_key}"
     return headers
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None when it is larger than ``limit`` bytes.
+
+    A declared Content-Length past the limit is refused before anything is read (the HTTP parser
+    never delivers more than the length declared); a chunked body is read up to the limit and no
+    further, so a client cannot make the proxy hold more than that in memory.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        return None if int(declared) > limit else await request.body()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(settings: ProxySettings) -> JSONResponse:
+    return _error(
+        413,
+        f"kindling proxy: the request body is larger than {settings.max_body_bytes} bytes "
+        "(raise it with --max-body-mb).",
+    )
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -15,6 +15,8 @@ __all__ = ["DEFAULT_PORT", "ProxySettings", "default_db", "is_loopback"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6100
+#: The largest request body the proxy reads (64 MiB: far above a provider's own limit with images).
+DEFAULT_MAX_BODY_MB = 64
 
 
 def default_db() -> str:
@@ -49,6 +51,7 @@ class ProxySettings:
     budget: int | None = None
     queue_size: int = 10_000
     connect_timeout: float = 10.0
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024
 
     @classmethod
     def resolve(
