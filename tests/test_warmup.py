@@ -209,6 +209,25 @@ def test_no_request_repeats_within_a_warm_up() -> None:
         assert len([m for m in messages if m.get("tool_calls")]) == 4
 
 
+def test_a_harness_note_in_an_examples_request_is_never_shown() -> None:
+    # A later Claude Code turn: the harness's notes (another user's CLAUDE.md, open files) around
+    # the user's words; and one cut short where mining truncated the request inside a note.
+    note = "<system-reminder>\nCLAUDE.md of someone else: deploy key lives in ~/.ssh/prod\n</system-reminder>"
+    examples = [
+        ex("read_file", f"{note}\nNow open the parser module", session_id="s1", arguments={"path": "a.py"}),
+        ex("terminal", "Run the parser tests <system-reminder>\nCLAUDE.md of someone", session_id="s2"),
+        ex("grep", note, session_id="s3", arguments={"pattern": "x"}),
+    ]
+    for style in ("triples", "closed"):
+        messages = build_conversation(examples, style=style)
+        validate_conversation(messages, strict_ids=True)
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        assert not any("system-reminder" in u or "CLAUDE.md" in u for u in users), users
+        assert any("Now open the parser module" in u for u in users)
+        assert any("Run the parser tests" in u for u in users)
+        assert any("Use grep for this step." in u for u in users)  # nothing of the user's own
+
+
 def test_index_cache_tells_same_named_templates_apart() -> None:
     first = Template(
         name="same", examples=[ex("read_file", "read the config"), ex("web_search", "search news")]

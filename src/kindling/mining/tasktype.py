@@ -239,9 +239,13 @@ _HARNESS_NOTE = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 
 def request_text(text: str) -> str:
     """Return a user message's own words: ``text`` without the notes an agent's harness added
-    (``<system-reminder>`` blocks), stripped."""
+    (``<system-reminder>`` blocks), stripped. A note cut short (a request truncated inside it) is
+    dropped to the end."""
     if "<system-reminder>" in text:
         text = _HARNESS_NOTE.sub("", text)
+        unclosed = text.find("<system-reminder>")
+        if unclosed >= 0:
+            text = text[:unclosed]
     return text.strip()
 
 

@@ -32,6 +32,7 @@ import orjson
 
 from kindling.errors import ConversationError
 from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.tasktype import request_text
 from kindling.warmup.tokens import estimate_message_tokens, estimate_tokens
 
 __all__ = [
@@ -109,8 +110,13 @@ class Shown:
 
     @property
     def request_text(self) -> str:
-        """The request as shown: the given one, else the example's own, else a plain instruction."""
-        text = (self.request or self.example.context).strip()
+        """The request as shown: the given one, else the example's own, else a plain instruction.
+
+        The example's own is the user message before its call: in a Claude Code session a later turn
+        carries the harness's ``<system-reminder>`` notes (the user's CLAUDE.md, open files), which
+        are no one's request and never shown.
+        """
+        text = request_text(self.request or self.example.context)
         return text or f"Use {self.example.tool_name} for this step."
 
 
