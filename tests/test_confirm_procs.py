@@ -67,9 +67,16 @@ def test_kill_9_loses_nothing_and_pending_still_expire(tmp_path: Path) -> None:
         assert status(approved) == "approved"
         assert status(denied) == "denied"
         assert status(long_pending) == "pending"
-        assert status(short_pending) == "pending"
-        # The short one expires on time on the restarted daemon, with nobody asking.
+        # Pending still, unless two starts on a loaded machine took longer than its timeout (then
+        # expired: either way not lost, and the long one above shows a pending request survives).
         expires_at = float(short_pending["expires_at"])  # type: ignore[arg-type]
+        before = time.time()
+        seen = status(short_pending)
+        if time.time() < expires_at:
+            assert seen == "pending"
+        elif before > expires_at + 1.0:
+            assert seen == "expired"
+        # The short one expires on time on the restarted daemon, with nobody asking.
         time.sleep(max(0.0, expires_at - time.time()) + 1.0)
         record = store.get(str(short_pending["id"]))
         assert record.status == "expired"
