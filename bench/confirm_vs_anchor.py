@@ -248,7 +248,7 @@ class Anchor(Target):
 
 
 class Kindling(Target):
-    def __init__(self, name: str, db: str, clients: int) -> None:
+    def __init__(self, name: str, db: str, clients: int, src: Path = ROOT / "src") -> None:
         super().__init__(name)
         self.db = db
         self.store = ConfirmationStore(db, ConfirmSettings(db=db))
@@ -258,7 +258,7 @@ class Kindling(Target):
         self.port = free_port()
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT / "src"),
+            "PYTHONPATH": str(src),
             # The bench measures the cycle, not the limits: lift them past what a run can submit.
             "KINDLING_CONFIRM_RATE_LIMIT": "1000000",
             "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "1000000",
@@ -292,6 +292,14 @@ def main() -> int:
     parser.add_argument("--no-postgresql", action="store_true", help="leave kindling on PostgreSQL out")
     parser.add_argument("--anchor-python", help="an interpreter with aiohttp (default: a venv under build/)")
     parser.add_argument("--quick", action="store_true", help="4 and 32 clients, 1 round of 1 s: a smoke run")
+    parser.add_argument(
+        "--kindling-src",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="also run kindling on SQLite from these source trees (another commit's src/, say: "
+        "`git worktree add /tmp/old <commit>` then /tmp/old/src), interleaved with the rest",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.rounds = 1.0, 1
@@ -305,6 +313,10 @@ def main() -> int:
                 Anchor(python, str(Path(tmp) / "anchor.db")),
                 Kindling("kindling-sqlite", str(Path(tmp) / "kindling.db"), max(args.clients)),
             ]
+            for n, src in enumerate(args.kindling_src):
+                name = f"kindling-sqlite-{Path(src).resolve().parent.name}"
+                db = str(Path(tmp) / f"kindling-{n}.db")
+                targets.append(Kindling(name, db, max(args.clients), Path(src).resolve()))
             if not args.no_postgresql:
                 import psycopg
 
