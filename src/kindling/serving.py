@@ -7,12 +7,19 @@ settings, and neither imports the other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import uvicorn
+
+# What uvicorn's C-parser protocol writes with; direct requests are answered only on it (without
+# httptools, a dependency, nothing is direct).
+with contextlib.suppress(ImportError):
+    from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 
 
 def fast_paths() -> tuple[str, str]:
@@ -82,17 +89,216 @@ def _joined_writes(protocol: Any) -> Any:
     return JoinedWritesProtocol
 
 
+class Direct(Protocol):
+    """Requests a daemon answers on the connection itself, without an ASGI cycle (see ``_direct``).
+
+    Only ``POST`` requests whose whole body is declared within ``max_body`` come here, and only
+    the paths ``route`` returns something for; ``respond`` answers one with its status, headers
+    (lowercase names) and body, raising what the ASGI app would let escape (a 500).
+    """
+
+    @property
+    def max_body(self) -> int:
+        """The largest body a direct request may declare; a larger one goes to the ASGI app."""
+        ...
+
+    def route(self, path: str) -> Any | None:
+        """What answers ``POST path`` directly, or None for the ASGI app."""
+        ...
+
+    def respond(
+        self, route: Any, authorization: str | None, key: str | None, body: Callable[[], Awaitable[bytes]]
+    ) -> Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes]]:
+        """Answer one request: its Authorization and Idempotency-Key headers and its body."""
+        ...
+
+
+class Disconnected(Exception):
+    """The client left before its direct request's body arrived: nobody to answer."""
+
+
+class _DirectCycle:
+    """One direct request on a connection: what uvicorn's protocol keeps of a request cycle (its
+    body, keep-alive and completion flags, the event its parser callbacks set), and the task that
+    answers it. The answer goes out as uvicorn's cycle writes it, head and body in one write."""
+
+    __slots__ = (
+        "authorization",
+        "body",
+        "disconnected",
+        "keep_alive",
+        "key",
+        "more_body",
+        "protocol",
+        "response_complete",
+        "response_started",
+        "route",
+        "waiter",
+    )
+
+    def __init__(self, protocol: Any, route: Any, authorization: str | None, key: str | None) -> None:
+        self.protocol = protocol
+        self.route = route
+        self.authorization = authorization
+        self.key = key
+        self.body = bytearray()
+        self.more_body = True
+        self.keep_alive = True  # shutdown() turns it off: the answer then closes the connection
+        self.disconnected = False
+        self.response_started = False
+        self.response_complete = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    @property
+    def message_event(self) -> _DirectCycle:
+        """What the protocol sets on body bytes, the body's end and a hang-up: the cycle itself (a
+        property: an attribute referring to the cycle would leave it to the garbage collector)."""
+        return self
+
+    def set(self) -> None:
+        """Wake ``read_body`` (the protocol's ``message_event.set()``)."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def read_body(self) -> bytes:
+        """Return the whole body, once it has arrived; raise Disconnected if the client left."""
+        while self.more_body and not self.disconnected:
+            self.protocol.flow.resume_reading()  # paused past uvicorn's high-water mark
+            self.waiter = self.protocol.loop.create_future()
+            await self.waiter
+            self.waiter = None
+        if self.disconnected:
+            raise Disconnected
+        return bytes(self.body)
+
+    async def run(self, direct: Direct) -> None:
+        """Answer the request, or a 500 as uvicorn sends one when the app raises."""
+        protocol = self.protocol
+        try:
+            status, headers, body = await direct.respond(
+                self.route, self.authorization, self.key, self.read_body
+            )
+        except Disconnected:
+            return
+        except Exception as exc:
+            protocol.logger.error("Exception in ASGI application\n", exc_info=exc)
+            status, body = 500, b"Internal Server Error"
+            headers = [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", b"21"),
+                (b"connection", b"close"),
+            ]
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()
+        if self.disconnected:
+            return
+        content = [STATUS_LINE[status]]
+        closing = False
+        for name, value in protocol.server_state.default_headers:
+            content.extend((name, b": ", value, b"\r\n"))
+        for name, value in headers:
+            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header.")
+            if name == b"connection" and b"close" in [t.lower().strip() for t in value.split(b",")]:
+                self.keep_alive = False
+                closing = True
+            content.extend((name, b": ", value, b"\r\n"))
+        if not self.keep_alive and not closing:
+            content.append(b"connection: close\r\n")
+        content.extend((b"\r\n", body))
+        self.response_started = True
+        protocol.transport.write(b"".join(content))
+        self.response_complete = True
+        if not self.keep_alive:
+            protocol.transport.close()
+        protocol.on_response_complete()
+
+
+def _direct(protocol: Any, direct: Direct) -> Any:
+    # uvicorn's C-parser protocol answering ``direct``'s requests itself; see ``_DirectCycle``.
+    class DirectProtocol(protocol):
+        def on_message_begin(self) -> None:
+            # The ASGI scope is built only for a request that goes to the app (on_headers_complete).
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers: list[tuple[bytes, bytes]] = []
+
+        def on_headers_complete(self) -> None:
+            found = self._direct_request()
+            if found is None:
+                url, headers, expect = self.url, self.headers, self.expect_100_continue
+                super().on_message_begin()
+                self.url, self.headers, self.expect_100_continue = url, headers, expect
+                self.scope["headers"] = headers
+                super().on_headers_complete()
+                return
+            cycle = self.cycle = _DirectCycle(self, *found)
+            task = self.loop.create_task(cycle.run(direct))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+
+        def _direct_request(self) -> tuple[Any, str | None, str | None] | None:
+            # A keep-alive HTTP/1.1 POST to a direct path, with a declared body within the limit and
+            # no request of the connection still being answered; anything else goes to the app.
+            parser = self.parser
+            existing = self.cycle
+            if (
+                parser.get_method() != b"POST"
+                or (existing is not None and not existing.response_complete)
+                or parser.get_http_version() != "1.1"
+                or not parser.should_keep_alive()
+                or parser.should_upgrade()
+                or self.root_path
+                or self.limit_concurrency is not None
+            ):
+                return None
+            url = self.url
+            if not url.startswith(b"/") or not url.isascii() or b"?" in url or b"%" in url or b"#" in url:
+                return None
+            route = direct.route(url.decode("ascii"))
+            if route is None:
+                return None
+            authorization = length = key = None
+            for name, value in self.headers:
+                if name == b"authorization":
+                    if authorization is None:
+                        authorization = value.decode("latin-1")
+                elif name == b"content-length":
+                    if length is None:
+                        length = value
+                elif name == b"idempotency-key":
+                    if key is None:
+                        key = value.decode("latin-1")
+                elif name in (b"transfer-encoding", b"expect"):
+                    return None
+            if length is None or not length.isdigit() or int(length) > direct.max_body:
+                return None
+            return route, authorization, key
+
+    return DirectProtocol
+
+
 class _Config(uvicorn.Config):
+    def __init__(self, *args: Any, direct: Direct | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.direct = direct
+
     def load(self) -> None:
         super().load()
         if self.http == "httptools":
             self.http_protocol_class = _joined_writes(self.http_protocol_class)
+            if self.direct is not None:
+                self.http_protocol_class = _direct(self.http_protocol_class, self.direct)
 
 
-def server_config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
+def server_config(
+    app: Any, host: str, port: int, log_level: str, *, direct: Direct | None = None
+) -> uvicorn.Config:
     """The uvicorn settings both daemons run with: no access log, lifespan hooks on, the C parser
     and libuv loop where installed (see ``fast_paths``), each response's head and body sent in one
-    write (see ``_JoinedWrites``)."""
+    write (see ``_JoinedWrites``), and ``direct``'s requests answered on the connection without an
+    ASGI cycle (with the C parser; see ``Direct``)."""
     http, loop = fast_paths()
     return _Config(
         app,
@@ -103,6 +309,7 @@ def server_config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Con
         lifespan="on",
         http=http,
         loop=loop,
+        direct=direct,
     )
 
 

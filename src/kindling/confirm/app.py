@@ -139,11 +139,35 @@ class HotPaths:
                 if not message.get("more_body", False):
                     return raw
 
+        status, headers, content = await self.respond(answer, authorization, key, body)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    # What ``serving.Direct`` asks: the daemon's server answers these requests on the connection
+    # itself when they are plain (see ``kindling.serving._direct``), with the same bytes.
+    @property
+    def max_body(self) -> int:
+        """The body limit (a request declaring more goes through the app's 413)."""
+        return int(self.state.settings.max_body_bytes)
+
+    def route(self, path: str) -> Callable[[confirmations.Call], Awaitable[confirmations.Answer]] | None:
+        """What answers ``POST path`` here (``confirmations.hot_route``), or None."""
+        return confirmations.hot_route(path)
+
+    async def respond(
+        self,
+        answer: Callable[[confirmations.Call], Awaitable[confirmations.Answer]],
+        authorization: str | None,
+        key: str | None,
+        body: Callable[[], Awaitable[bytes]],
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Answer a hot request: status, headers (as ``JSONResponse`` sends them) and body. The
+        errors the app answers are answered as it answers them; anything else is raised."""
         try:
             result = await answer(confirmations.Call(self.state, authorization, key, body))
         except (KindlingError, StarletteHTTPException) as exc:
-            await handlers.error_response(exc)(scope, receive, send)
-            return
+            response = handlers.error_response(exc)
+            return response.status_code, response.raw_headers, bytes(response.body)
         headers = [
             (b"content-length", str(len(result.body)).encode("latin-1")),
             (b"content-type", b"application/json"),
@@ -152,8 +176,7 @@ class HotPaths:
             headers[:0] = [
                 (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in result.headers.items()
             ]
-        await send({"type": "http.response.start", "status": result.status, "headers": headers})
-        await send({"type": "http.response.body", "body": result.body})
+        return result.status, headers, result.body
 
 
 def create_app(

@@ -56,7 +56,8 @@ def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
     # process: out of the collector's sight, its full collections walk only what came after.
     gc.collect()
     gc.freeze()
-    _Server(server_config(HotPaths(app), settings.host, settings.port, log_level), app).run()
+    hot = HotPaths(app)
+    _Server(server_config(hot, settings.host, settings.port, log_level, direct=hot), app).run()
 
 
 class _Server(uvicorn.Server):
@@ -81,8 +82,9 @@ class ServerThread:
     ) -> None:
         self.settings = settings
         self.app = create_app(settings, store)
+        hot = HotPaths(self.app)
         self.server = _Server(
-            server_config(HotPaths(self.app), settings.host, settings.port, log_level), self.app
+            server_config(hot, settings.host, settings.port, log_level, direct=hot), self.app
         )
         self._thread: threading.Thread | None = None
         self.port = settings.port
