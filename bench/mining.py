@@ -32,7 +32,6 @@ finishes in seconds (a test runs it so the script cannot rot).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import json
@@ -221,13 +220,10 @@ WORKERS = {
 def worker(kind: str, path: Path) -> None:
     """Run one measurement in this process and print its figures as JSON."""
     # Imports are not part of the measurement, and every kind pays the same memory for them.
+    # Nothing else is imported to read a Hermes database: telling its format apart no longer
+    # imports SQLAlchemy, so the measured process holds what a user's process holds.
     import kindling.mining
     import kindling.sessions.hermes  # noqa: F401
-
-    # Format detection may import a reader's dependencies on first use (SQLAlchemy for recorded
-    # proxy sessions): a one-time cost of the process, not of reading.
-    with contextlib.suppress(ImportError):
-        importlib.import_module("kindling.sessions.recorded")
 
     start = time.perf_counter()
     cpu_start = time.process_time()

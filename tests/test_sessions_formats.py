@@ -668,3 +668,28 @@ def test_detection_opens_a_database_read_only_and_tells_a_proxy_store_apart(tmp_
     engine.dispose()
     assert detect_format(proxy) == "proxy"
     assert detect_format(f"sqlite:///{proxy}") == "proxy"
+
+
+def test_mining_a_hermes_file_does_not_import_sqlalchemy(tmp_path: Path) -> None:
+    # Telling a SQLite file's format apart names the proxy's table without importing the proxy
+    # store's module: SQLAlchemy costs a fresh process about 0.3 s of CPU for a table name.
+    import subprocess
+    import sys
+
+    from kindling.sessions.recorded import messages_table
+    from kindling.sessions.sources import PROXY_MESSAGES_TABLE
+
+    assert messages_table.name == PROXY_MESSAGES_TABLE
+    db = generate_sample_db(tmp_path / "state.db", sessions=3)
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from kindling.mining import mine\n"
+        "from kindling.sessions import detect_format, iter_sessions\n"
+        f"db = {str(db)!r}\n"
+        "assert detect_format(Path(db)) == 'hermes' and detect_format(db) == 'hermes'\n"
+        "assert mine(iter_sessions(db)).stats.sessions == 3\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')[:3])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
