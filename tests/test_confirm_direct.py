@@ -19,7 +19,7 @@ from kindling import serving
 from kindling.confirm.app import HotPaths, create_app
 from kindling.confirm.routes import confirmations
 from kindling.confirm.store import ConfirmationStore
-from kindling.serving import server_config, start_in_thread
+from kindling.serving import direct_supported, server_config, start_in_thread
 from test_confirm_support import Tokens, daemon_settings, make_tokens
 
 LIMIT = 200_000  # past uvicorn's 64 KiB high-water mark, so a large body pauses reading
@@ -295,3 +295,22 @@ def test_shutdown_closes_a_connection_once_its_direct_request_is_answered(
         server.should_exit = True
         time.sleep(0.3)
         store.close()
+
+
+def test_the_direct_path_is_used_only_on_the_uvicorn_releases_it_was_tested_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "release.db")
+    store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=LIMIT))
+    hot = HotPaths(create_app(store.settings, store, background=False))
+
+    def protocol_on(version: str) -> str:
+        monkeypatch.setattr(uvicorn, "__version__", version)
+        config = server_config(hot, "127.0.0.1", 0, "critical", direct=hot)
+        config.load()
+        return config.http_protocol_class.__name__
+
+    assert protocol_on("0.54.0") == "DirectProtocol"
+    for other in ("0.99.0", "1.0", "0.53.2", "", "dev"):
+        assert protocol_on(other) != "DirectProtocol", other
+        assert not direct_supported(other)

@@ -215,6 +215,22 @@ class _DirectCycle:
         protocol.on_response_complete()
 
 
+#: The uvicorn releases the direct path was tested on: it subclasses their httptools protocol and uses its
+#: internals (the cycle, flow control, tasks, default headers), so on any other release the daemons answer
+#: every request through the ASGI app (the same bytes, a little more work per request).
+DIRECT_UVICORN = ((0, 54),)
+
+
+def direct_supported(version: str) -> bool:
+    """True when uvicorn ``version`` (``"0.54.0"``) is one the direct path was tested on."""
+    parts = version.split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return False
+    return release in DIRECT_UVICORN
+
+
 def _direct(protocol: Any, direct: Direct) -> Any:
     # uvicorn's C-parser protocol answering ``direct``'s requests itself; see ``_DirectCycle``.
     class DirectProtocol(protocol):
@@ -288,7 +304,7 @@ class _Config(uvicorn.Config):
         super().load()
         if self.http == "httptools":
             self.http_protocol_class = _joined_writes(self.http_protocol_class)
-            if self.direct is not None:
+            if self.direct is not None and direct_supported(uvicorn.__version__):
                 self.http_protocol_class = _direct(self.http_protocol_class, self.direct)
 
 
