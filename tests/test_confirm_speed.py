@@ -1206,3 +1206,61 @@ def test_an_audit_rows_hash_is_the_standard_encoders(
         assert any("\ud800" <= c <= "\udfff" for c in body)
         return
     assert got == expected
+
+
+def test_a_staged_write_hands_its_result_over_before_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from kindling.confirm.batching import GroupCommit
+
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    other = ConfirmationStore(db, ConfirmSettings(db=db))
+    agent = store.authenticate(store.create_token("agent", "bot")[1])
+    assert agent is not None
+    syncing = threading.Event()
+    release = threading.Event()
+
+    def held_commit(_conn: object) -> None:  # the commit waits here, as for a slow disk
+        syncing.set()
+        assert release.wait(30)
+
+    sa.event.listen(store.engine, "commit", held_commit)
+
+    def submit(action: str) -> object:
+        return store.submit(action=action, description="d", identity=agent)
+
+    async def main() -> None:
+        outcome, committed = await store.writes.run_staged(lambda: submit("staged"))
+        # The result is here while its commit is still held: the loop can prepare the answer.
+        assert syncing.is_set() and not committed.done()
+        assert outcome.request is not None and outcome.request.action == "staged"
+        assert other.counts()["pending"] == 0  # not stored yet: nothing may be answered
+        release.set()
+        await committed
+        assert other.counts()["pending"] == 1
+        # A write that raises raises once its batch's commit is done, as run() raises it.
+        with pytest.raises(NotFoundError):
+            await store.writes.run_staged(lambda: store.decide("cr_none", "approved", identity=agent))
+
+    asyncio.run(main())
+    sa.event.remove(store.engine, "commit", held_commit)
+
+    # A commit that fails after the result was handed over fails the future the answer waits for.
+    def lost_commit(self: GroupCommit[object], number: int) -> None:
+        raise StoreError("Cannot write database: disk I/O error", path=db)
+
+    monkeypatch.setattr(GroupCommit, "_wait_for_commit", lost_commit)
+
+    async def lost() -> None:
+        outcome, committed = await store.writes.run_staged(lambda: submit("lost"))
+        assert outcome.request is not None
+        with pytest.raises(StoreError):
+            await committed
+
+    asyncio.run(lost())
+    monkeypatch.undo()
+    store.close()
+    other.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import queue
@@ -193,7 +194,11 @@ class GroupCommit(Generic[State]):
                 with contextlib.suppress(StoreError):
                     self._wait_for_commit(number)
 
-    def run_together(self, calls: Iterable[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+    def run_together(
+        self,
+        calls: Iterable[Callable[[], Any]],
+        before_commit: Callable[[list[tuple[bool, Any]]], None] | None = None,
+    ) -> list[tuple[bool, Any]]:
         """Run ``calls`` (taken one at a time: an iterator may yield more as they run) one after
         another on this thread, their blocks in the open transaction without waiting for a commit
         between them; then wait for (or lead) the commits holding their writes. Return
@@ -208,6 +213,8 @@ class GroupCommit(Generic[State]):
 
         A call whose writes were not committed gets the commit's StoreError, as ``block`` raises
         it; a call that raised keeps its own exception (its failed block was undone).
+        ``before_commit`` is given the calls' outcomes as they stand once all have run, before
+        the wait for their commit: the same as the ones returned unless that commit fails.
         """
         joined: list[tuple[int, bool]] = []
         local = self._local
@@ -222,6 +229,8 @@ class GroupCommit(Generic[State]):
             local.held = False
             local.optimistic = False
             local.mark = None
+        if before_commit is not None:
+            before_commit([(ok, value) for ok, value, _ in ran])
         failed: dict[int, StoreError] = {}
         for number in sorted({n for n, _ in joined}):
             try:
@@ -446,6 +455,11 @@ class GroupCommit(Generic[State]):
         self._cursor = None
 
 
+# A queued write: the call, the future its outcome goes to once committed, and for a staged write
+# (``BatchWriter.run_staged``) the future its result goes to before the commit.
+_Item = tuple[Callable[[], Any], "asyncio.Future[Any]", "asyncio.Future[Any] | None"]
+
+
 class BatchWriter:
     """One thread that runs an event loop's store writes in batches (``GroupCommit.run_together``).
 
@@ -453,14 +467,14 @@ class BatchWriter:
     returns its result, or raises its exception, once the commit holding its writes is done. The
     thread takes everything queued at once, up to ``_MAX_BLOCKS``, and hands the answers back with
     one wake-up of each waiting loop per batch. It starts at the first write and stops at ``close``.
+    ``run_staged`` hands a call's result over while its commit is still on its way to the disk, so
+    the loop can prepare the answer meanwhile, and the commit separately.
     """
 
     def __init__(self, group: GroupCommit[Any], name: str) -> None:
         self._group = group
         self._name = name
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -471,8 +485,26 @@ class BatchWriter:
         if self._thread is None:
             self._start()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put((call, future))
+        self._queue.put((call, future, None))
         return await future
+
+    async def run_staged(self, call: Callable[[], T]) -> tuple[T, asyncio.Future[None]]:
+        """Run ``call`` in the next batch; return what it returns as soon as every call of the batch
+        has run and their commit is under way, with a future the commit completes (it raises
+        StoreError when the commit failed, and then nothing ``call`` wrote is stored).
+
+        Whatever depends on the write being stored (an answer sent, a waiter woken) must wait for
+        that future; what only prepares it can run while the disk syncs, when the loop would
+        otherwise be idle. What ``call`` raises is raised once the commit is done, as ``run``
+        raises it.
+        """
+        if self._thread is None:
+            self._start()
+        loop = asyncio.get_running_loop()
+        committed: asyncio.Future[None] = loop.create_future()
+        early: asyncio.Future[T] = loop.create_future()
+        self._queue.put((call, committed, early))
+        return await early, committed
 
     def close(self) -> None:
         """Finish the queued writes and stop the thread (the store is closing)."""
@@ -506,30 +538,33 @@ class BatchWriter:
                 first = self._queue.get()
             if first is None:
                 return
-            items: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+            items: list[_Item] = []
+            staged: set[int] = set()  # the items whose result went to the loop before the commit
             try:
-                outcomes = self._group.run_together(self._gather(first, items, expected))
+                outcomes = self._group.run_together(
+                    self._gather(first, items, expected), functools.partial(_stage, items, staged)
+                )
             except Exception as exc:  # a bug here must fail these writes loudly, not strand them
                 log.exception("the confirmation writer failed")
                 error = StoreError(f"Cannot write database: {exc}", path=self._name)
                 outcomes = [(False, error)] * len(items)
             expected = max(1, len(items))
             written += len(items)
-            by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-            for (_, future), outcome in zip(items, outcomes, strict=True):
-                by_loop.setdefault(future.get_loop(), []).append((future, outcome))
-            for loop, answers in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
-                    loop.call_soon_threadsafe(_answer, answers)
+            answers: list[tuple[asyncio.Future[Any], tuple[bool, Any]]] = []
+            for i, ((_, future, early), outcome) in enumerate(zip(items, outcomes, strict=True)):
+                if early is None:
+                    answers.append((future, outcome))
+                elif i in staged:
+                    answers.append((future, (True, None) if outcome[0] else outcome))
+                else:
+                    answers.append((early, outcome))
+                    if outcome[0]:
+                        answers.append((future, (True, None)))
+            _hand_back(answers)
             if self._stopping:
                 return
 
-    def _gather(
-        self,
-        item: tuple[Callable[[], Any], asyncio.Future[Any]],
-        items: list[tuple[Callable[[], Any], asyncio.Future[Any]]],
-        expected: int,
-    ) -> Iterator[Callable[[], Any]]:
+    def _gather(self, item: _Item, items: list[_Item], expected: int) -> Iterator[Callable[[], Any]]:
         # The batch's writes, taken from the queue as they run: a write queued while the earlier
         # ones ran (the database releases the GIL, so the loop reads requests meanwhile) joins the
         # same commit instead of waiting for the next one.
@@ -590,6 +625,27 @@ def _outcome(call: Callable[[], Any], start: int) -> tuple[bool, Any, int]:
         return (True, call(), start)
     except Exception as exc:
         return (False, exc, start)
+
+
+def _stage(items: list[_Item], staged: set[int], outcomes: list[tuple[bool, Any]]) -> None:
+    # Before the commit: the results of the staged writes that succeeded go to their loops (the
+    # indexes of those go in ``staged``); the rest wait for the commit.
+    answers = []
+    for i, ((_, _, early), (ok, value)) in enumerate(zip(items, outcomes, strict=False)):
+        if early is not None and ok:
+            answers.append((early, (True, value)))
+            staged.add(i)
+    _hand_back(answers)
+
+
+def _hand_back(answers: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
+    # From the writer thread: one wake-up of each waiting loop for all of its answers.
+    by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+    for future, outcome in answers:
+        by_loop.setdefault(future.get_loop(), []).append((future, outcome))
+    for loop, theirs in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
+            loop.call_soon_threadsafe(_answer, theirs)
 
 
 def _answer(answers: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:

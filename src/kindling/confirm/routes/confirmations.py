@@ -34,7 +34,7 @@ from kindling.confirm.deps import (
 from kindling.confirm.policy import Identity, orjson_agrees
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.spoofing import text_warnings
-from kindling.confirm.store import Confirmation, ConfirmationStore
+from kindling.confirm.store import Confirmation, ConfirmationStore, SubmitOutcome
 from kindling.errors import ConfirmError, NotFoundError
 
 router = APIRouter(tags=["confirmations"])
@@ -177,7 +177,8 @@ async def submit_call(call: Call) -> Answer:
     key = call.idempotency_key or None
     if key is not None and len(key) > 200:
         raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
-    outcome = await store.writes.run(
+    # The answer is put together while the commit syncs, and sent only once it is done.
+    outcome, committed = await store.writes.run_staged(
         lambda: store.submit(
             action=body.action,
             description=body.description,
@@ -189,12 +190,18 @@ async def submit_call(call: Call) -> Answer:
             idempotency_key=key,
         )
     )
+    answer = _submit_answer(outcome, body.action, identity.name, settings)
+    await committed
+    return answer
+
+
+def _submit_answer(outcome: SubmitOutcome, action: str, token_name: str, settings: ConfirmSettings) -> Answer:
     if outcome.kind == "rate_limited":
         error = (
-            f"Rate limit: at most {settings.rate_limit} requests for {body.action!r} "
-            f"from {identity.name!r} every {settings.rate_window}s."
+            f"Rate limit: at most {settings.rate_limit} requests for {action!r} "
+            f"from {token_name!r} every {settings.rate_window}s."
             if outcome.limit == "action"
-            else f"Rate limit: at most {settings.token_rate_limit} requests from {identity.name!r} "
+            else f"Rate limit: at most {settings.token_rate_limit} requests from {token_name!r} "
             f"every {settings.rate_window}s."
         )
         return Answer(
@@ -384,7 +391,9 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = parse_body(await call.body(), model, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
-    record = await store.writes.run(
+    # The answer is put together while the commit syncs; it is sent, and the request's long polls
+    # woken, only once the commit is done.
+    record, committed = await store.writes.run_staged(
         lambda: store.decide(
             request_id,
             verdict,
@@ -394,14 +403,16 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
             claimed_name=claimed,
         )
     )
-    call.state.decision_signal.fire(record)
-    # The decision is saved: whatever happens in showing it, the answer is not a 500.
+    # The decision is being saved: whatever happens in showing it, the answer is not a 500.
     try:
-        return Answer(200, encode_json(request_view(record, settings)))
+        answer = Answer(200, encode_json(request_view(record, settings)))
     except (RecursionError, ValueError, TypeError):
-        return Answer(
+        answer = Answer(
             200, encode_json({"id": record.id, "status": record.status, "decided_by": record.decided_by})
         )
+    await committed
+    call.state.decision_signal.fire(record)
+    return answer
 
 
 @router.post(
