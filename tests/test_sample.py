@@ -33,6 +33,7 @@ from kindling.sessions.sample_data import (
     COMMANDS_FAIL,
     COMMANDS_OK,
     FAILURE_RATE,
+    KINDS,
     TOOL_MIX,
 )
 
@@ -174,20 +175,51 @@ def test_code_sessions_are_computation_and_fixes_stay_file_work(sample: Path) ->
     assert set(fix_kinds) <= {"file", "mixed", "terminal"} and fix_kinds["file"] > fix_kinds["mixed"]
 
 
+def _kind_of(opening: str, scenario: str) -> str:
+    """The kind of work an opening asks for (``KINDS``), found from its text alone."""
+    opening = opening.removeprefix("[Continuing after context compression] ")
+    opening = opening.split(" (screenshot attached)")[0]
+    for template, kind in KINDS.items():
+        if re.fullmatch(re.sub(r"\\\{\w+\\\}", ".+", re.escape(template)), opening):
+            return kind
+    return scenario
+
+
 def test_calls_work_on_what_the_task_names(sample: Path) -> None:
     # A session's calls belong to its task: a software fix runs tests and git, never systemctl;
     # it edits the module its opening names; a question about a port looks at that port first; an
-    # analysis of the user's data never rolls dice. (Warm-up shows these calls as examples.)
+    # analysis of the user's data never rolls dice; mixed work does what its opening asks (an
+    # upgrade never tails a log, a scrape fetches the page it names). (Warm-up shows these calls
+    # as examples.)
     scenario = scenarios(sample)
     heads = {name: {c[0].split()[0] for c in COMMANDS_OK[name] + COMMANDS_FAIL[name]} for name in COMMANDS_OK}
-    patched = named = port_sessions = port_checked = analyses = 0
+    patched = named = port_sessions = port_checked = analyses = scrapes = upgrades = 0
+    kinds: Counter[str] = Counter()
     for session in iter_sessions(sample):
-        kind = scenario[session.id]
         opening = session.messages[0].content or ""
+        kind = _kind_of(opening, scenario[session.id])
+        kinds[kind] += 1
         calls = [c for m in session.messages for c in m.tool_calls]
         for call in calls:
             if call.name == "terminal":
                 assert call.arguments["command"].split()[0] in heads[kind], (kind, call.arguments)
+        if kind == "mixed:scrape":
+            page = re.search(r"https://\S+", opening)
+            assert page is not None
+            fetched = [
+                c.arguments.get("url") or c.arguments.get("urls")
+                for c in calls
+                if c.name.startswith(("web_", "browser_"))
+            ]
+            scrapes += len(fetched)
+            assert all(f in (page.group(0), [page.group(0)]) for f in fetched), (opening, fetched)
+        if kind == "mixed:upgrade":
+            lib = re.search(r"Look up the (\S+) changelog", opening)
+            assert lib is not None
+            for call in calls:
+                if call.name in ("web_search", "patch") and call.arguments.get("path") != "src/app/models.py":
+                    upgrades += 1
+                    assert lib.group(1) in orjson.dumps(call.arguments).decode(), (opening, call.arguments)
         module = re.search(r"\b(\S+\.(?:py|ts|go))\b", opening)
         if kind == "software" and module:
             edits = [c.arguments["path"] for c in calls if c.name == "patch"]
@@ -207,6 +239,10 @@ def test_calls_work_on_what_the_task_names(sample: Path) -> None:
     assert patched > 50 and named / patched > 0.9
     assert port_sessions >= 5 and port_checked >= port_sessions * 0.6
     assert analyses > 30
+    assert scrapes > 10 and upgrades > 10
+    assert {"mixed:tests", "mixed:upgrade", "mixed:scrape", "mixed:logs"} <= set(
+        kinds
+    ) and "mixed" not in kinds
 
 
 def _template_regex(template: str, context: dict[str, str]) -> re.Pattern[str]:
@@ -228,12 +264,13 @@ def test_execute_code_results_follow_their_snippet() -> None:
     pools = {
         "analysis": (CODE_OK, CODE_FAIL),
         "software": (CHECKS_OK["software"], CHECKS_FAIL["software"]),
-        "mixed": (CHECKS_OK["mixed"], CHECKS_FAIL["mixed"]),
+        "mixed:scrape": (CHECKS_OK["mixed:scrape"], CHECKS_FAIL["mixed:scrape"]),
     }
-    for scenario, (ok, failing) in pools.items():
+    for kind, (ok, failing) in pools.items():
         plan = _plan_sessions(rng, 1)[0]
-        plan.scenario = scenario
+        plan.scenario = kind.split(":")[0]
         writer = _SessionWriter(rng, plan)
+        writer.kind = kind
         for fail, pool in ((False, ok), (True, failing)):
             patterns = [
                 (_template_regex(code, writer.context), _template_regex(out, writer.context))

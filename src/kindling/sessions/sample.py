@@ -7,8 +7,9 @@ file chores done with file tools, research, system administration, and mixed wor
 a plausible first user message; calls of
 Hermes' own tools (terminal, read_file, write_file, patch, search_files, execute_code, web_search,
 web_extract, browser_navigate, memory, clarify) with realistic arguments and results that fit the
-task (each scenario's own commands, files, edits and code, on the values its first message names,
-those it names preferred), so a warm-up built from the sample shows examples that make sense; a realistic
+task (each scenario's own commands, files, edits and code, each mixed task's those of the kind of work
+its opening asks for, on the values its first message names, those it names preferred), so a warm-up
+built from the sample shows examples that make sense; a realistic
 share of failures (error JSON, tracebacks, ``command not found``, non-zero exit codes) that is
 lower in marathon sessions than in mid-length ones; compression chains (parent sessions); a few
 compacted rows (``active = 0``) and a few multimodal ``"\\x00json:"`` contents.
@@ -28,7 +29,7 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,7 +52,9 @@ from kindling.sessions.sample_data import (
     FINAL_REPLIES,
     FIRST_MESSAGES,
     FOLLOW_UPS,
+    KINDS,
     LENGTH_FACTOR,
+    PAGES,
     PATCHES,
     QUERIES,
     READ_PATHS,
@@ -64,7 +67,7 @@ from kindling.sessions.sample_data import (
     WRITES,
 )
 
-SAMPLE_VERSION = "4"
+SAMPLE_VERSION = "5"
 BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so every run yields the same rows
 
 TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
@@ -376,6 +379,8 @@ class _SessionWriter:
         # What the opening names (its placeholders, its words): calls on those are preferred.
         self.named: set[str] = set()
         self.opening = ""
+        # Which pools the calls come from: the opening's own kind of work, else the scenario's.
+        self.kind = plan.scenario
         # The results of the commands this session ran: command -> output, command -> (code, output).
         self._printed: dict[str, str] = {}
         self._failed: dict[str, tuple[int, str]] = {}
@@ -435,6 +440,7 @@ class _SessionWriter:
     def write(self) -> None:
         plan, rng = self.plan, self.rng
         opening = rng.choice(FIRST_MESSAGES[plan.scenario])
+        self.kind = KINDS.get(opening, plan.scenario)
         self.named = set(_PLACEHOLDER_RE.findall(opening))
         task = self.fill(opening)
         self.opening = task.lower()
@@ -474,7 +480,7 @@ class _SessionWriter:
             calls = []
             for _ in range(parallel):
                 self.call_seq += 1
-                tool = _weighted(rng, TOOL_MIX[plan.scenario])
+                tool = _weighted(rng, self.pool(TOOL_MIX))
                 fail = self._fails(tool)
                 calls.append(
                     (f"call_{plan.index:05d}_{self.call_seq:04d}", tool, self._arguments(tool, fail), fail)
@@ -500,7 +506,7 @@ class _SessionWriter:
             self.tool_calls += len(calls)
             for cid, tool, args, fail in calls:
                 self._row("tool", self._result(tool, args, fail), call_id=cid, tool=tool)
-        summary = rng.choice(SUMMARIES[plan.scenario])
+        summary = rng.choice(self.pool(SUMMARIES))
         self._row("assistant", rng.choice(FINAL_REPLIES).format(summary=summary), finish="stop")
 
     def _compact(self) -> None:
@@ -514,6 +520,11 @@ class _SessionWriter:
             + self.first_text
             + " Work so far: files inspected, first fixes applied, checks run.",
         )
+
+    def pool(self, table: Mapping[str, _T], default: str | None = None) -> _T:
+        """This session's entry of ``table``: its kind's, else its scenario's, else ``default``'s."""
+        found = table.get(self.kind) or table.get(self.plan.scenario)
+        return found if found is not None else table[default or self.plan.scenario]
 
     def _pick(
         self,
@@ -531,27 +542,27 @@ class _SessionWriter:
         return rng.choice(named if named and rng.random() < 0.75 else options)
 
     def _arguments(self, tool: str, fail: bool) -> dict[str, Any]:
-        rng, scenario = self.rng, self.plan.scenario
+        rng, scenario, pool = self.rng, self.plan.scenario, self.pool
         if tool == "terminal":
             # A failing call mostly runs a command that fails for a reason of its own.
             if fail and rng.random() < 0.7:
-                command, status, output = self._pick(COMMANDS_FAIL[scenario], lambda c: c[0])
+                command, status, output = self._pick(pool(COMMANDS_FAIL), lambda c: c[0])
                 self._failed[self.fill(command)] = (status, self.fill(output))
             else:
-                command, output = self._pick(COMMANDS_OK[scenario], lambda c: c[0])
+                command, output = self._pick(pool(COMMANDS_OK), lambda c: c[0])
                 self._printed[self.fill(command)] = self.fill(output)
             args: dict[str, Any] = {"command": self.fill(command)}
             if rng.random() < 0.3:
                 args["timeout"] = rng.choice((60, 120, 300))
             return args
         if tool == "read_file":
-            path = self.fill(self._pick(READ_PATHS[scenario]))
+            path = self.fill(self._pick(pool(READ_PATHS)))
             return {"path": path, "offset": 1, "limit": rng.choice((100, 200, 500))}
         if tool == "write_file":
-            path, content = self._pick(WRITES.get(scenario, WRITES["research"]), lambda w: w[0] + w[1])
+            path, content = self._pick(pool(WRITES, "research"), lambda w: w[0] + w[1])
             return {"path": self.fill(path), "content": self.fill(content)}
         if tool == "patch":
-            path, old, new = self._pick(PATCHES.get(scenario, PATCHES["software"]), lambda p: p[0] + p[2])
+            path, old, new = self._pick(pool(PATCHES, "software"), lambda p: p[0] + p[2])
             return {
                 "mode": "replace",
                 "path": self.fill(path),
@@ -559,28 +570,30 @@ class _SessionWriter:
                 "new_string": self.fill(new),
             }
         if tool == "search_files":
-            pattern, where = self._pick(SEARCHES.get(scenario, SEARCHES["software"]), lambda s: s[0] + s[1])
+            pattern, where = self._pick(pool(SEARCHES, "software"), lambda s: s[0] + s[1])
             return {"pattern": self.fill(pattern), "path": self.fill(where), "target": "content"}
         if tool == "execute_code":
             # The snippet and what it printed are chosen together; the result reads them back.
             # A task about the user's data runs code that reads it (no dice rolls in a churn task),
             # mostly the kind of code its opening asks for.
-            pool: tuple[tuple[str, str], ...] = CODE_FAIL if fail else CODE_OK
+            snippets: tuple[tuple[str, str], ...] = CODE_FAIL if fail else CODE_OK
             if scenario != "analysis":
-                pool = (CHECKS_FAIL if fail else CHECKS_OK).get(scenario, pool)
+                checks = CHECKS_FAIL if fail else CHECKS_OK
+                snippets = checks.get(self.kind) or checks.get(scenario) or snippets
             elif self.named & {"data", "logs"}:
-                pool = tuple(c for c in pool if _PLACEHOLDER_RE.search(c[0])) or pool
+                snippets = tuple(c for c in snippets if _PLACEHOLDER_RE.search(c[0])) or snippets
             asked = [w for hint, w in CODE_HINTS.items() if hint in self.opening]
-            code, output = self._pick(pool, fits=lambda c: any(w in c[0] for w in asked))
+            code, output = self._pick(snippets, fits=lambda c: any(w in c[0] for w in asked))
             snippet = self.fill_code(code)
             self._code_outputs.setdefault(snippet, []).append(self.fill_code(output))
             return {"code": snippet}
         if tool == "web_search":
-            return {"query": self.fill(self._pick(QUERIES))}
+            return {"query": self.fill(self._pick(pool(QUERIES, "default")))}
         if tool == "web_extract":
-            return {"urls": rng.sample(SITES, rng.randint(1, 2))}
+            pages = self.pages()
+            return {"urls": rng.sample(pages, rng.randint(1, min(2, len(pages))))}
         if tool == "browser_navigate":
-            return {"url": rng.choice(SITES)}
+            return {"url": rng.choice(self.pages())}
         if tool == "memory":
             return {
                 "action": "add",
@@ -597,6 +610,10 @@ class _SessionWriter:
             "question": "Should I overwrite the existing file or write to a new one?",
             "choices": ["overwrite", "new file"],
         }
+
+    def pages(self) -> tuple[str, ...]:
+        """The pages this session's web calls fetch: the ones its kind of task names, else ``SITES``."""
+        return tuple(self.fill(page) for page in PAGES.get(self.kind, SITES))
 
     def _fails(self, tool: str) -> bool:
         return self.rng.random() < FAILURE_RATE[tool] * self.factor
@@ -648,7 +665,7 @@ class _SessionWriter:
         if tool == "search_files":
             if fail:
                 return _json({"error": "Path not found: " + args["path"]})
-            places = READ_PATHS[self.plan.scenario]
+            places = self.pool(READ_PATHS)
             hits = [
                 {
                     "path": self.fill(rng.choice(places)),

@@ -120,6 +120,16 @@ FIRST_MESSAGES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# The mixed scenario's openings each ask for their own kind of work, so each draws its calls from
+# pools of its own (``TOOL_MIX["mixed:upgrade"]``, ...): an upgrade reads a changelog and patches
+# requirements, a scrape fetches the page it names. Any other opening's kind is its scenario.
+KINDS: dict[str, str] = {
+    "Clone {repo}, run its tests and write a summary of the failures to report.md.": "mixed:tests",
+    "Look up the {lib} changelog, then upgrade it in our project and fix what breaks.": "mixed:upgrade",
+    "Scrape the table from {url} and save it as CSV.": "mixed:scrape",
+    "Read the logs in {path}, find the error, search online for it and propose a fix.": "mixed:logs",
+}
+
 FOLLOW_UPS = (
     "ok, continue",
     "That didn't work, try another approach.",
@@ -175,7 +185,22 @@ SUMMARIES: dict[str, tuple[str, ...]] = {
         "the service is running again and enabled at boot.",
         "I freed 14 GB, mostly old docker images.",
     ),
-    "mixed": ("the report is in report.md with links to each failure.", "the CSV is saved and validated."),
+    "mixed:tests": (
+        "the report is in report.md with links to each failure.",
+        "3 tests fail; report.md says why.",
+    ),
+    "mixed:upgrade": (
+        "it is upgraded, and the one breaking change is fixed.",
+        "the tests pass on the new version.",
+    ),
+    "mixed:scrape": (
+        "the CSV is saved and validated.",
+        "the table is in table.csv, one row per line of the page.",
+    ),
+    "mixed:logs": (
+        "the error is a connection reset; the fix is a longer timeout.",
+        "the fix is proposed above.",
+    ),
 }
 
 # ------------------------------------------------------------------------------------- tools
@@ -217,17 +242,39 @@ TOOL_MIX: dict[str, tuple[tuple[str, int], ...]] = {
         ("write_file", 7),
     ),
     "terminal": (("terminal", 72), ("read_file", 14), ("search_files", 8), ("memory", 4), ("clarify", 2)),
-    "mixed": (
-        ("terminal", 20),
-        ("read_file", 14),
-        ("web_search", 14),
-        ("web_extract", 10),
-        ("patch", 10),
-        ("write_file", 10),
-        ("search_files", 8),
+    "mixed:tests": (
+        ("terminal", 38),
+        ("read_file", 20),
+        ("search_files", 14),
+        ("write_file", 14),
+        ("web_search", 6),
         ("execute_code", 6),
-        ("browser_navigate", 6),
         ("memory", 2),
+    ),
+    "mixed:upgrade": (
+        ("web_search", 20),
+        ("web_extract", 14),
+        ("terminal", 24),
+        ("patch", 16),
+        ("read_file", 14),
+        ("search_files", 8),
+        ("execute_code", 4),
+    ),
+    "mixed:scrape": (
+        ("browser_navigate", 18),
+        ("web_extract", 22),
+        ("execute_code", 30),
+        ("write_file", 14),
+        ("terminal", 12),
+        ("read_file", 4),
+    ),
+    "mixed:logs": (
+        ("read_file", 24),
+        ("search_files", 18),
+        ("terminal", 24),
+        ("web_search", 20),
+        ("web_extract", 10),
+        ("patch", 4),
     ),
 }
 
@@ -308,15 +355,30 @@ COMMANDS_OK: dict[str, tuple[tuple[str, str], ...]] = {
         ("crontab -l", "0 2 * * * tar czf /backup/nightly.tgz {path}"),
     ),
     "research": (("curl -sI {url} | head -n 1", "HTTP/2 200"),),
-    "mixed": (
-        ("git clone --depth 1 https://{repo} repo && cd repo && pytest -q", "3 failed, 120 passed in 8.41s"),
+    "mixed:tests": (
+        ("git clone --depth 1 https://{repo} repo", "Cloning into 'repo'...\ndone."),
+        ("cd repo && pip install -e '.[test]'", "Successfully installed {repo} (editable)"),
+        (
+            "cd repo && pytest -q -rf | tail -n 3",
+            "FAILED tests/test_utils.py::test_proxy_env\n3 failed, 120 passed",
+        ),
+    ),
+    "mixed:upgrade": (
+        ("pip show {lib} | head -n 2", "Name: {lib}\nVersion: 1.9.0"),
+        ("pip install -U {lib}", "Successfully installed {lib}-2.0.0"),
         (
             "pytest -x -q tests/",
             "........................                                  [100%]\n24 passed in 1.92s",
         ),
-        ("pip install -U {lib}", "Successfully installed {lib}"),
+    ),
+    "mixed:scrape": (
         ("curl -s {url} | head -n 2", '<!doctype html>\n<html lang="en">'),
+        ("head -n 3 table.csv", "plan,price,seats\nStarter,0,1\nTeam,12,10"),
+    ),
+    "mixed:logs": (
         ("tail -n 2 {path}/app.log", "ERROR Connection reset by peer\nERROR retry budget exhausted"),
+        ("grep -c ERROR {path}/app.log", "14"),
+        ("ls -la {path}", "total 12\n-rw-r--r--  1 user user 20480 Jan  5 10:02 app.log"),
     ),
 }
 # Commands that fail for a reason of their own: (command, exit code, what it printed).
@@ -358,14 +420,32 @@ COMMANDS_FAIL: dict[str, tuple[tuple[str, int, str], ...]] = {
         ("kill 48121", 1, "bash: kill: (48121) - Operation not permitted"),
     ),
     "research": (("curl -sI {url}", 6, "curl: (6) Could not resolve host"),),
-    "mixed": (
-        ("make deploy", 2, "make: *** No rule to make target 'deploy'.  Stop."),
+    "mixed:tests": (
+        ("cd repo && pytest -q", 1, "..F.....F........F.\n3 failed, 120 passed in 8.41s"),
+        ("cd repo && make test", 2, "make: *** No rule to make target 'test'.  Stop."),
         (
-            "python manage.py migrate",
-            1,
-            'Traceback (most recent call last):\n  File "manage.py", line 22, in <module>\n    main()\n'
-            "ModuleNotFoundError: No module named 'django'",
+            "git clone https://{repo}",
+            128,
+            "fatal: destination path 'repo' already exists and is not an empty directory.",
         ),
+    ),
+    "mixed:upgrade": (
+        (
+            "pytest -x -q tests/",
+            1,
+            "F\n=================================== FAILURES ===================================\n"
+            "ImportError: cannot import name 'validator' from '{lib}'\n1 failed, 23 passed in 1.84s",
+        ),
+        (
+            "python -c 'import {lib}'",
+            1,
+            'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+            "ModuleNotFoundError: No module named '{lib}'",
+        ),
+    ),
+    "mixed:scrape": (("curl -s {url}", 6, "curl: (6) Could not resolve host"),),
+    "mixed:logs": (
+        ("tail -n 2 {path}/error.log", 1, "tail: cannot open '{path}/error.log': No such file or directory"),
     ),
 }
 # Files each scenario reads (and where its searches find things).
@@ -375,7 +455,10 @@ READ_PATHS: dict[str, tuple[str, ...]] = {
     "file": ("README.md", "pyproject.toml", "CHANGELOG.md", "{path}/index.md"),
     "terminal": ("/etc/{service}/{service}.conf", "/var/log/syslog"),
     "research": ("notes/{topic}.md",),
-    "mixed": ("README.md", "{path}/app.log", "report.md", "src/app/cli.py"),
+    "mixed:tests": ("repo/README.md", "repo/tests/test_utils.py", "repo/pyproject.toml"),
+    "mixed:upgrade": ("requirements.txt", "src/app/models.py", "CHANGELOG.md"),
+    "mixed:scrape": ("table.csv",),
+    "mixed:logs": ("{path}/app.log", "src/app/cli.py"),
 }
 # What a file holds when read, by its kind.
 FILE_CONTENTS: dict[str, str] = {
@@ -398,10 +481,11 @@ PATCHES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("pyproject.toml", 'version = "1.3.2"', 'version = "{ver}"'),
         ("CHANGELOG.md", "## Unreleased", "## {ver}"),
     ),
-    "mixed": (
+    "mixed:upgrade": (
         ("requirements.txt", "{lib}==1.9.0", "{lib}==2.0.0"),
-        ("src/app/cli.py", "timeout=5", "timeout=30"),
+        ("src/app/models.py", "class Config:", "model_config = ConfigDict("),
     ),
+    "mixed:logs": (("src/app/cli.py", "timeout=5", "timeout=30"),),
 }
 # Files written: (path, content).
 WRITES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -420,16 +504,33 @@ WRITES: dict[str, tuple[tuple[str, str], ...]] = {
         ("README.md", "# {project}\n\n## Install\n\n    pip install -e .\n"),
     ),
     "research": (("notes/{topic}.md", "# {topic}\n\n- three sources, summarised below\n"),),
-    "mixed": (("report.md", "# Test failures in {repo}\n\n- 3 failing tests, details below\n"),),
+    "mixed:tests": (("report.md", "# Test failures in {repo}\n\n- 3 failing tests, details below\n"),),
+    "mixed:scrape": (("table.csv", "plan,price,seats\nStarter,0,1\nTeam,12,10\n"),),
 }
 # Searches: (pattern, where).
 SEARCHES: dict[str, tuple[tuple[str, str], ...]] = {
     "software": (("def parse", "src"), ("{test}", "tests"), ("raise ValueError", "src")),
     "file": (("TODO", "{path}"), ("version", ".")),
     "terminal": (("error", "/var/log/{service}"), ("Listen", "/etc/{service}")),
-    "mixed": (("import", "."), ("ERROR", "{path}")),
+    "mixed:tests": (("def test_", "repo/tests"), ("FAILED", "repo")),
+    "mixed:upgrade": (("import {lib}", "src"), ("{lib}", "requirements.txt")),
+    "mixed:logs": (("ERROR", "{path}"), ("timeout", "src/app")),
 }
-QUERIES = ("{a} vs {b} 2026", "{topic} survey", "{lib} changelog breaking changes", "how to {task}")
+# Web searches, per kind of task ("default" for the others).
+QUERIES: dict[str, tuple[str, ...]] = {
+    "default": ("{a} vs {b} 2026", "{topic} survey", "how to {task}"),
+    "mixed:tests": ("{repo} failing tests issue",),
+    "mixed:upgrade": ("{lib} changelog breaking changes", "{lib} 2.0 migration guide"),
+    "mixed:logs": (
+        '"retry budget exhausted" connection reset by peer',
+        "connection reset by peer retry timeout",
+    ),
+}
+# Pages fetched by a kind of task that names its own (the others take ``SITES``).
+PAGES: dict[str, tuple[str, ...]] = {
+    "mixed:upgrade": ("https://docs.example.dev/{lib}/changelog", "https://docs.example.dev/{lib}/migration"),
+    "mixed:scrape": ("{url}",),
+}
 SITES = (
     "https://docs.python.org/3/library/sqlite3.html",
     "https://www.postgresql.org/docs/current/",
@@ -557,13 +658,14 @@ CHECKS_OK: dict[str, tuple[tuple[str, str], ...]] = {
         ("from app.parser import parse\nprint(parse(''), parse('a\\nb'))", "[] ['b']"),
         ("import sys\nprint(sys.version.split()[0])", "3.11.{x}"),
     ),
-    "mixed": (
+    "mixed:tests": (("import sys\nprint(sys.version.split()[0])", "3.11.{x}"),),
+    "mixed:upgrade": (("import {lib}\nprint({lib}.__version__)", "2.0.{x}"),),
+    "mixed:scrape": (
         (
             "import pandas as pd\ntable = pd.read_html('{url}')[0]\ntable.to_csv('table.csv', index=False)\n"
             "print(table.shape)",
             "({n}, {x})",
         ),
-        ("import {lib}\nprint({lib}.__version__)", "{x}.{y}.{z}"),
     ),
 }
 CHECKS_FAIL: dict[str, tuple[tuple[str, str], ...]] = {
@@ -574,7 +676,7 @@ CHECKS_FAIL: dict[str, tuple[tuple[str, str], ...]] = {
             "AttributeError: 'NoneType' object has no attribute 'splitlines'",
         ),
     ),
-    "mixed": (
+    "mixed:scrape": (
         (
             "import pandas as pd\nprint(pd.read_html('{url}')[0].shape)",
             'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>\n'
