@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kindling.confirm.folding import fold_action
-from kindling.confirm.policy import is_high_risk
+from kindling.confirm.policy import Identity, is_high_risk
 from kindling.confirm.records import Confirmation
 from kindling.confirm.settings import HIGH_RISK_ACTIONS, ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
@@ -362,12 +362,18 @@ def test_a_decision_on_another_daemon_wakes_the_waiter(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_failed_write_is_undone_alone_and_ends_its_transaction(tmp_path: Path) -> None:
+def _two_stores_and_an_agent(tmp_path: Path) -> tuple[ConfirmationStore, ConfirmationStore, Identity]:
+    """Two stores on one database (two daemons' worth) and an agent token's identity on the first."""
     db = str(tmp_path / "confirm.db")
     store = ConfirmationStore(db, ConfirmSettings(db=db))
     other = ConfirmationStore(db, ConfirmSettings(db=db))
     agent = store.authenticate(store.create_token("agent", "bot")[1])
     assert agent is not None
+    return store, other, agent
+
+
+def test_a_failed_write_is_undone_alone_and_ends_its_transaction(tmp_path: Path) -> None:
+    store, other, agent = _two_stores_and_an_agent(tmp_path)
     barrier = threading.Barrier(9)
     failures: list[BaseException] = []
 
@@ -404,11 +410,7 @@ def test_writes_from_the_event_loop_share_commits_and_fail_alone(
 
     from kindling.confirm.batching import GroupCommit
 
-    db = str(tmp_path / "confirm.db")
-    store = ConfirmationStore(db, ConfirmSettings(db=db))
-    other = ConfirmationStore(db, ConfirmSettings(db=db))
-    agent = store.authenticate(store.create_token("agent", "bot")[1])
-    assert agent is not None
+    store, other, agent = _two_stores_and_an_agent(tmp_path)
     commits = []
     real_commit = GroupCommit._commit
 
@@ -444,7 +446,7 @@ def test_writes_from_the_event_loop_share_commits_and_fail_alone(
     # A commit that fails fails every write it held, and only those; a write that raised keeps
     # its own error.
     def lost_commit(self: GroupCommit[object], number: int) -> None:
-        raise StoreError("Cannot write database: disk I/O error", path=db)
+        raise StoreError("Cannot write database: disk I/O error", path=str(tmp_path / "confirm.db"))
 
     monkeypatch.setattr(GroupCommit, "_wait_for_commit", lost_commit)
     outcomes = store._group.run_together(
@@ -1215,11 +1217,7 @@ def test_a_staged_write_hands_its_result_over_before_its_commit(
 
     from kindling.confirm.batching import GroupCommit
 
-    db = str(tmp_path / "confirm.db")
-    store = ConfirmationStore(db, ConfirmSettings(db=db))
-    other = ConfirmationStore(db, ConfirmSettings(db=db))
-    agent = store.authenticate(store.create_token("agent", "bot")[1])
-    assert agent is not None
+    store, other, agent = _two_stores_and_an_agent(tmp_path)
     syncing = threading.Event()
     release = threading.Event()
 
@@ -1250,7 +1248,7 @@ def test_a_staged_write_hands_its_result_over_before_its_commit(
 
     # A commit that fails after the result was handed over fails the future the answer waits for.
     def lost_commit(self: GroupCommit[object], number: int) -> None:
-        raise StoreError("Cannot write database: disk I/O error", path=db)
+        raise StoreError("Cannot write database: disk I/O error", path=str(tmp_path / "confirm.db"))
 
     monkeypatch.setattr(GroupCommit, "_wait_for_commit", lost_commit)
 
