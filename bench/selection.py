@@ -16,7 +16,8 @@ as the real-data bench choose examples under the same budget and rendering:
 It prints mean tool recall (the share of the task's tools, among those the template knows, that
 the chosen examples show, out of at most the number of examples allowed), precision (the share of
 chosen examples whose tool the task used) and F1, at warm-up's default of 8 examples, and the same
-at 2 and 4. ``--quick`` uses a small database and finishes in a few seconds.
+at 2 and 4; and, at 8, the share of the examples shown that are calls the task itself made (the
+same tool with the same arguments): how close the examples come, beyond their tools. ``--quick`` uses a small database and finishes in a few seconds.
 
     .venv/bin/python bench/selection.py
     .venv/bin/python bench/selection.py --quick --verbose
@@ -40,22 +41,29 @@ SWEEP = (2, 4)
 RULES = ("kindling", "first-N", "most-frequent", "one-per-tool", "oracle")
 
 
-def load_tasks(db: Path) -> tuple[list[Any], list[tuple[str, set[str], str]]]:
-    """Return (training sessions, held-out tasks as (query, tools used, session id))."""
+Call = tuple[str, bytes]  # a tool and its canonical arguments
+
+
+def load_tasks(db: Path) -> tuple[list[Any], list[tuple[str, set[str], str]], dict[str, set[Call]]]:
+    """Return (training sessions, held-out tasks as (query, tools used, session id), each held-out
+    task's calls)."""
+    from kindling.mining.passes import canonical_key
     from kindling.mining.tasktype import opening_request
     from kindling.sessions import iter_sessions
 
     train: list[Any] = []
     held_out: list[tuple[str, set[str], str]] = []
+    made: dict[str, set[Call]] = {}
     for index, session in enumerate(iter_sessions(db)):
         if index % HOLD_OUT_EVERY != 0:
             train.append(session)
             continue
         task = opening_request(session)
-        tools = {c.name for m in session.messages for c in m.tool_calls if c.requestor == "assistant"}
-        if task and tools:
-            held_out.append((task, tools, session.id))
-    return train, held_out
+        calls = [c for m in session.messages for c in m.tool_calls if c.requestor == "assistant"]
+        if task and calls:
+            held_out.append((task, {c.name for c in calls}, session.id))
+            made[session.id] = {(c.name, canonical_key(c.arguments, c.raw_arguments)) for c in calls}
+    return train, held_out, made
 
 
 def score(shown: list[str], used: set[str], slots: int) -> tuple[float, float, float]:
@@ -81,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print every held-out task")
     args = parser.parse_args(argv)
 
+    import orjson
+
+    from kindling.mining.passes import canonical_key
     from kindling.sessions import generate_sample_db
     from kindling.templates.build import template_from_sessions
     from kindling.warmup.build import Shown, build_conversation
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     sessions = args.sessions or (QUICK_SESSIONS if args.quick else FULL_SESSIONS)
     with tempfile.TemporaryDirectory() as tmp:
         db = generate_sample_db(Path(tmp) / "state.db", sessions=sessions, seed=SEED)
-        train, held_out = load_tasks(db)
+        train, held_out, made = load_tasks(db)
     template = template_from_sessions("bench", train)
     examples = template.examples
     known = {e.tool_name for e in examples}
@@ -102,10 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     by_use = sorted(uses, key=lambda t: (-uses[t], t))
     frequent = sorted(range(len(examples)), key=lambda i: (-examples[i].count, i))
 
+    def shown_calls(rule: str, task: str, used: set[str], slots: int) -> list[Call]:
+        return [
+            (c["function"]["name"], canonical_key(orjson.loads(c["function"]["arguments"]), None))
+            for m in conversation(rule, task, used, slots)
+            for c in m.get("tool_calls") or ()
+        ]
+
     def shown(rule: str, task: str, used: set[str], slots: int) -> list[str]:
+        return [
+            c["function"]["name"]
+            for m in conversation(rule, task, used, slots)
+            for c in m.get("tool_calls") or ()
+        ]
+
+    def conversation(rule: str, task: str, used: set[str], slots: int) -> list[dict[str, Any]]:
         if rule == "kindling":
-            result = warm_conversation(template, task, budget=args.budget, max_examples=slots)
-            return [c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or ()]
+            return warm_conversation(template, task, budget=args.budget, max_examples=slots).messages
         if rule == "first-N":
             order = list(range(len(examples)))
         elif rule == "most-frequent":
@@ -115,10 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             order = [first_of[t] for t in by_use if t in used]
         selection = fill_budget([Shown(examples[i]) for i in order], budget=args.budget, max_examples=slots)
-        messages = build_conversation(
+        return build_conversation(
             selection.shown, budget=args.budget, example_tokens=selection.example_tokens
         )
-        return [c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()]
 
     def measure(slots: int, verbose: bool = False) -> dict[str, tuple[float, float, float]]:
         scores: dict[str, list[tuple[float, float, float]]] = {rule: [] for rule in RULES}
@@ -157,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
         ratio = means["kindling"][0] / means[baseline][0] if means[baseline][0] else float("inf")
         print(f"  kindling / {baseline}: {ratio:.2f}x tool recall")
     print(f"  kindling / best simple rule ({best}): {means['kindling'][2] / means[best][2]:.2f}x F1")
+    same: dict[str, list[float]] = {rule: [] for rule in RULES if rule != "oracle"}
+    for task, used_all, session_id in held_out:
+        used = used_all & known
+        if not used:
+            continue
+        for rule, shares in same.items():
+            calls = shown_calls(rule, task, used, args.max_examples)
+            if calls:
+                shares.append(sum(call in made[session_id] for call in calls) / len(calls))
+    row = "  ".join(f"{rule} {statistics.fmean(v) if v else 0.0:.3f}" for rule, v in same.items())
+    print(f"  examples that are calls the task itself made (same tool and arguments): {row}")
     for smaller in SWEEP:
         if smaller >= args.max_examples:
             continue

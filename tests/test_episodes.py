@@ -299,3 +299,63 @@ def test_cli_rebuild_says_when_nothing_changed(tmp_path: Path) -> None:
     assert data["unchanged"] is True
     assert data["template"]["version"] == 1 and data["template"]["tags"] == ["retail"]
     assert data["mining"]["episodes"] == 2
+
+
+def _task(sid: str, started: float, request: str, *commands: str) -> Session:
+    messages: list[Message] = [Message("user", request)]
+    for n, command in enumerate(commands):
+        messages += [
+            call(f"{sid}-{n}", "terminal", command=command),
+            result(f"{sid}-{n}", '{"exit_code": 0}'),
+        ]
+    return Session(sid, "cli", tuple(messages), started_at=started)
+
+
+def test_a_past_task_offers_its_call_when_another_sessions_example_shows_it() -> None:
+    # A template keeps one example per distinct call, shown by its newest occurrence: here the
+    # log rotation's. The failing-test task made the same call and is the one that resembles the
+    # new task, so the call is offered from it, under its request, and it is the past task named.
+    from kindling.templates.build import template_from_sessions
+    from kindling.warmup.warm import warm_conversation
+
+    similar = _task(
+        "fix", 1.0, "Fix the failing parser test in app/parser.py", "pytest -q tests/test_parser.py"
+    )
+    owner = _task(
+        "logs", 2.0, "Rotate the nginx logs every night", "pytest -q tests/test_parser.py", "logrotate -f x"
+    )
+    template = template_from_sessions("t", [similar, owner], min_messages=0)
+    (example,) = [
+        e for e in template.examples if e.arguments == {"command": "pytest -q tests/test_parser.py"}
+    ]
+    assert example.session_id == "logs"  # the newest occurrence shows the call
+    (step,) = next(e for e in template.episodes if e.session_id == "fix").steps
+    assert (step.example_session, step.example_position) == ("logs", example.position)
+    stored = parse_template(export_template(template))
+    assert stored.episodes == template.episodes  # the link is kept in the file
+    plain = next(e for e in template.episodes if e.session_id == "logs").steps
+    assert "example_session" not in plain[0].model_dump()  # a step that is its own example: no link written
+
+    warm = warm_conversation(template, "The parser test fails, fix it", max_examples=1, tools=["terminal"])
+    texts = [m.get("content") or "" for m in warm.messages]
+    assert any("Fix the failing parser test" in t for t in texts)
+    assert not any("Rotate the nginx logs" in t for t in texts)
+    assert [p["session_id"] for p in warm.past_tasks] == ["fix"]
+
+
+def test_worker_builds_link_the_same_steps_as_one_pass(tmp_path: Path) -> None:
+    # Mined in worker processes, the episodes come from a pass of their own: their steps must
+    # point at the same examples as when everything is read in one pass.
+    from kindling.sessions import generate_sample_db
+
+    db = generate_sample_db(tmp_path / "state.db", sessions=120, seed=3)
+    one = build_template_with_report(
+        "a", [db], store=JsonDirStore(tmp_path / "one"), on_session=lambda s: None
+    )
+    two = build_template_with_report("a", [db], store=JsonDirStore(tmp_path / "two"), workers=2)
+    assert two.template.examples == one.template.examples
+    assert two.template.episodes == one.template.episodes
+    linked = [s for e in one.template.episodes for s in e.steps if s.example_session is not None]
+    assert len(linked) > 100
+    places = {(e.session_id, e.position, e.tool_name) for e in one.template.examples}
+    assert all((s.example_session, s.example_position, s.tool_name) in places for s in linked)

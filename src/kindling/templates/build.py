@@ -15,7 +15,7 @@ from typing import Any
 from kindling.errors import NotFoundError, TemplateError
 from kindling.mining.model import Example
 from kindling.sessions.model import ReadReport, Session
-from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools
+from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools, link_copies
 from kindling.templates.model import Episode, Template, check_task_type, content_key, validate_name
 from kindling.templates.store import TemplateStore, open_store
 
@@ -115,6 +115,7 @@ def mine_template_parts(
 
     result = mine(tee(sessions), report=report, max_examples=_ALL, **mining_filters)
     examples = _cover(result, per_tool, max_examples)
+    link_copies(collector.episodes, examples, collector.call_keys)
     return examples, collector.episodes, result
 
 
@@ -136,15 +137,20 @@ def _cover(result: Any, per_tool: int, max_examples: int | None) -> list[Example
 
 
 def _episodes_of(
-    sources: Sequence[str | Path], fmt: str | None, mining_filters: dict[str, Any]
+    sources: Sequence[str | Path],
+    fmt: str | None,
+    mining_filters: dict[str, Any],
+    examples: Sequence[Example],
 ) -> list[Episode]:
-    """Collect the episodes in a pass of their own (when mining ran in worker processes)."""
+    """Collect the episodes in a pass of their own (when mining ran in worker processes), their
+    steps linked to the kept ``examples`` that show their calls (``link_copies``)."""
     collector = _collector(mining_filters)
     limit = mining_filters.get("max_sessions")
     for session in _iter_all(sources, fmt, ReadReport(), None, None):
         if limit is not None and len(collector.episodes) >= limit:
             break
         collector(session)
+    link_copies(collector.episodes, examples, collector.call_keys)
     return collector.episodes
 
 
@@ -225,7 +231,7 @@ def build_template_with_report(
                 **mining_filters,
             )
             examples = _cover(result, per_tool, max_examples)
-            episodes = _episodes_of(sources, format, mining_filters)
+            episodes = _episodes_of(sources, format, mining_filters, examples)
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc

@@ -13,6 +13,7 @@ crowded out by a look-up seen a hundred times.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
+from kindling.mining.passes import canonical_key
 from kindling.mining.patterns import personal_data_scrubber
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
@@ -27,7 +29,11 @@ from kindling.mining.tasktype import opening_request
 from kindling.sessions.model import Session
 from kindling.templates.model import Episode, EpisodeStep
 
-__all__ = ["DEFAULT_PER_TOOL", "EpisodeCollector", "cover_tools", "episode_of", "link_steps"]
+__all__ = ["DEFAULT_PER_TOOL", "EpisodeCollector", "cover_tools", "episode_of", "link_copies", "link_steps"]
+
+#: A step's call as mining groups calls: (session id, position, tool) -> a digest of the tool and
+#: its canonical arguments. Kept in memory while a template is built, never stored.
+CallKeys = dict[tuple[str, int, str], bytes]
 
 DEFAULT_PER_TOOL = 20
 _REQUEST_CHARS = 2000
@@ -49,6 +55,7 @@ def episode_of(
     trivial: Collection[str] = (),
     redact: SecretRedactor | None = None,
     scrubber: PersonalDataScrubber | None = None,
+    call_keys: CallKeys | None = None,
 ) -> Episode | None:
     """Return ``session`` as an episode: its opening request and its calls that worked, in order.
 
@@ -56,18 +63,20 @@ def episode_of(
     (``requestor == "assistant"``), paired with their results by id; trivial tools are left out.
     ``redact`` hides credentials in the request texts; ``scrubber`` replaces personal data in them,
     finding the values in the whole episode (a name given as a call's argument is also replaced
-    where the request says it).
+    where the request says it). ``call_keys``, when given, receives each step's call key (see
+    ``CallKeys``), for ``link_copies``.
     """
-    pending: dict[str, tuple[str, int, Mapping[str, Any]]] = {}
+    pending: dict[str, tuple[str, int, Mapping[str, Any], str | None]] = {}
+    keys: list[tuple[int, str, bytes]] = []
     steps: list[EpisodeStep] = []
     calls: list[dict[str, Any]] = []
     for position, message in enumerate(session.messages):
         if message.role == "assistant":
             for call in message.tool_calls:
                 if call.requestor == "assistant" and call.id not in pending:
-                    pending[call.id] = (call.name, position, call.arguments)
+                    pending[call.id] = (call.name, position, call.arguments, call.raw_arguments)
         elif message.role == "tool" and message.tool_call_id in pending:
-            name, call_position, arguments = pending.pop(message.tool_call_id)
+            name, call_position, arguments, raw_arguments = pending.pop(message.tool_call_id)
             # Every call's values mark what is personal in the request, also a call that failed
             # ("say 98178 first, then 98186": the wrong zip is still this customer's).
             calls.append({"arguments": dict(arguments), "result": message.content or ""})
@@ -75,10 +84,15 @@ def episode_of(
                 continue
             if classify.classify(name, message.content, message.error).status is OutcomeStatus.OK:
                 steps.append(EpisodeStep(tool_name=name, position=call_position))
+                if call_keys is not None:
+                    keys.append((call_position, name, _call_key(name, arguments, raw_arguments)))
     opening = opening_request(session)
     request = _instruction(session) or opening
     if not steps or not request:
         return None
+    if call_keys is not None:
+        for call_position, name, key in keys:
+            call_keys[(session.id, call_position, name)] = key
     steps.sort(key=lambda step: step.position)
     if redact is not None:
         opening, request = redact.text(opening), redact.text(request)
@@ -94,6 +108,15 @@ def episode_of(
         reward=session.reward,
         steps=steps,
     )
+
+
+def _call_key(name: str, arguments: Any, raw_arguments: str | None) -> bytes:
+    # The identity mining de-duplicates calls by (tool, canonical arguments), as a short digest:
+    # it stays in memory only, and a big argument (a file written) costs 16 bytes, not its text.
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=16)
+    digest.update(b"\0")
+    digest.update(canonical_key(arguments, raw_arguments))
+    return digest.digest()
 
 
 class EpisodeCollector:
@@ -124,6 +147,7 @@ class EpisodeCollector:
         self.sources = (source_filter,) if isinstance(source_filter, str) else source_filter
         self.skip_zero_reward = skip_zero_reward
         self.episodes: list[Episode] = []
+        self.call_keys: CallKeys = {}
 
     def __call__(self, session: Session) -> None:
         """Keep ``session`` as an episode when it succeeded and passes the filters."""
@@ -138,7 +162,12 @@ class EpisodeCollector:
         if self.skip_zero_reward and session.reward is not None and session.reward <= 0:
             return
         episode = episode_of(
-            session, self.classify, trivial=self.trivial, redact=self.redact, scrubber=self.scrubber
+            session,
+            self.classify,
+            trivial=self.trivial,
+            redact=self.redact,
+            scrubber=self.scrubber,
+            call_keys=self.call_keys,
         )
         if episode is not None:
             self.episodes.append(episode)
@@ -185,3 +214,34 @@ def link_steps(episodes: Iterable[Episode], examples: Sequence[Example]) -> dict
         if key in wanted:
             found.setdefault(key, index)
     return found
+
+
+def link_copies(episodes: Sequence[Episode], examples: Sequence[Example], call_keys: CallKeys) -> int:
+    """Point each step whose call another session's kept example shows to that example; return how many.
+
+    A template keeps one example per distinct call (tool and arguments), shown by one session that
+    made it; without this a past task whose calls were all shown by others would offer none.
+    ``call_keys`` are the steps' call keys (``EpisodeCollector.call_keys``). The example is shown
+    as kept (its own session's request and result): only the link is added.
+    """
+    owners: dict[bytes, tuple[str, int]] = {}
+    shown: set[tuple[str, int, str]] = set()
+    for example in examples:
+        if example.outcome is OutcomeStatus.FAILED:
+            continue
+        place = (example.session_id, example.position, example.tool_name)
+        shown.add(place)
+        key = call_keys.get(place)
+        if key is not None:
+            owners.setdefault(key, (example.session_id, example.position))
+    linked = 0
+    for episode in episodes:
+        for step in episode.steps:
+            place = (episode.session_id, step.position, step.tool_name)
+            if place in shown:
+                continue
+            owner = owners.get(call_keys.get(place, b""))
+            if owner is not None:
+                step.example_session, step.example_position = owner
+                linked += 1
+    return linked

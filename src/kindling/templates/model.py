@@ -20,7 +20,15 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from kindling.errors import InvalidNameError, TemplateError
 from kindling.mining.model import Example, OutcomeStatus
@@ -153,13 +161,27 @@ class EpisodeStep(BaseModel):
     """One call that worked in a past task: the tool and where the call sits in its session.
 
     ``position`` is the call's message index, the same as a mined ``Example.position``, so a step
-    finds its example (``session_id`` and ``position``) when that example was kept.
+    finds its example (``session_id`` and ``position``) when that example was kept. A template
+    keeps one example per distinct call, shown by one of the sessions that made it; when another
+    session's example is this very call (the same tool and arguments), ``example_session`` and
+    ``example_position`` name that example, so the past task still offers its call.
     """
 
     model_config = ConfigDict(extra="ignore")
 
     tool_name: str
     position: int = 0
+    example_session: str | None = None
+    example_position: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_link(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most steps are their own example: no null pair on each of them in the template file.
+        data: dict[str, Any] = handler(self)
+        if data.get("example_session") is None:
+            data.pop("example_session", None)
+            data.pop("example_position", None)
+        return data
 
 
 class Episode(BaseModel):

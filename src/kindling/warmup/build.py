@@ -103,10 +103,15 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
 
 @dataclass(frozen=True)
 class Shown:
-    """One example to show and the request it is shown under (its past task's opening request)."""
+    """One example to show and the request it is shown under (its past task's opening request).
+
+    ``past_task`` is the session id of that past task when it is not the example's own: the same
+    call, made by a past task whose example another session's shows.
+    """
 
     example: Example
     request: str = ""
+    past_task: str = ""
 
     @property
     def request_text(self) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.mining.model import OutcomeStatus
-from kindling.templates.model import Template
+from kindling.templates.model import EpisodeStep, Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
 from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
@@ -86,7 +86,8 @@ def _calls_of(template: Template) -> list[list[tuple[str, int]]]:
     """Return per episode its calls that are usable examples: (tool, example index), in order (cached).
 
     A step is its session, its message and its tool: calls made side by side in one message share
-    the message's position, and each finds its own tool's example. Failed examples are left out.
+    the message's position, and each finds its own tool's example, or the example of another
+    session that is the same call (``EpisodeStep.example_session``). Failed examples are left out.
     """
     examples, episodes = template.examples, template.episodes
     key = (id(examples), id(episodes))
@@ -107,7 +108,7 @@ def _calls_of(template: Template) -> list[list[tuple[str, int]]]:
         [
             (step.tool_name, linked[call])
             for step in episode.steps
-            if (call := (episode.session_id, step.position, step.tool_name)) in linked
+            if (call := _example_place(episode.session_id, step)) in linked
         ]
         for episode in episodes
     ]
@@ -115,6 +116,13 @@ def _calls_of(template: Template) -> list[list[tuple[str, int]]]:
     while len(_CALLS) > _CACHE_SIZE:
         _CALLS.popitem(last=False)
     return calls
+
+
+def _example_place(session_id: str, step: EpisodeStep) -> tuple[str, int, str]:
+    # Where the step's example is: its own call, or the same call kept from another session.
+    if step.example_session is not None and step.example_position is not None:
+        return (step.example_session, step.example_position, step.tool_name)
+    return (session_id, step.position, step.tool_name)
 
 
 _SCRUBBERS: dict[int, tuple[Any, Any]] = {}
@@ -190,11 +198,13 @@ def plan_examples(
     opening = evidence.openings
     taken: list[int] = []
     used_from: dict[int, Similar] = {}
+    drawn_from: dict[int, Similar] = {}
 
     def take(index: int, source: Similar | None) -> None:
         taken.append(index)
         if source is not None:
             used_from.setdefault(source.index, source)
+            drawn_from[index] = source
 
     # One example of every chosen tool first, from the most similar past task that holds one (the
     # closest often called a tool whose example another task holds), else any example of it.
@@ -224,7 +234,14 @@ def plan_examples(
                 break
             if index not in taken:
                 take(index, source)
-    candidates = [Shown(examples[i], opening.get(examples[i].session_id, "")) for i in taken]
+    # An example is shown under the request of the past task it was drawn from: the same call, when
+    # another session's example shows it (its arguments are the same; its result is that session's).
+    candidates = []
+    for i in taken:
+        source = drawn_from.get(i)
+        past_task = episodes[source.index].session_id if source is not None else examples[i].session_id
+        shown_as = "" if past_task == examples[i].session_id else past_task
+        candidates.append(Shown(examples[i], opening.get(past_task, ""), shown_as))
     past = [
         {
             "session_id": episodes[s.index].session_id,

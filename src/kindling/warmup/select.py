@@ -234,12 +234,14 @@ class Selection:
     example_tokens: int
     system_prompt: str | None
     requests: list[str] = field(default_factory=list)
+    past_tasks: list[str] = field(default_factory=list)
 
     @property
     def shown(self) -> list[Shown]:
         """The chosen examples paired with their requests, ready for ``build_conversation``."""
         requests = self.requests or [""] * len(self.examples)
-        return [Shown(e, r) for e, r in zip(self.examples, requests, strict=True)]
+        past = self.past_tasks or [""] * len(self.examples)
+        return [Shown(e, r, p) for e, r, p in zip(self.examples, requests, past, strict=True)]
 
 
 def fill_budget(
@@ -286,6 +288,7 @@ def fill_budget(
         result_tokens,
         system["content"] if system else None,
         [c.request for c in chosen],
+        [c.past_task for c in chosen],
     )
 
 

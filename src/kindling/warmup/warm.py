@@ -114,7 +114,7 @@ def warm_conversation(
         seed=f"{template.name}:{template.version}",
     )
     shown = list(dict.fromkeys(e.tool_name for e in selection.examples))
-    sessions = {e.session_id for e in selection.examples}
+    sessions = {s.past_task or s.example.session_id for s in selection.shown}
     past = [p for p in plan.past_tasks if p["session_id"] in sessions]
     return WarmResult(
         template,
