@@ -12,6 +12,7 @@ import pytest
 
 from kindling.mining.config import DEFAULT_PATTERN_HINTS, DEFAULT_PERSONAL_PATTERNS, DEFAULT_SECRET_PATTERNS
 from kindling.mining.hints import compile_hint, hint_for, lowered
+from kindling.mining.passes import truncate
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
 from kindling.sessions import iter_sessions
@@ -90,9 +91,16 @@ def test_every_default_pattern_has_a_hint() -> None:
     assert hint_for(r"\bPT-\d{6}\b") is None  # a user's own pattern is always scanned
 
 
+def cut(texts: Iterable[str]) -> list[str]:
+    """The texts as kept examples hold them when cut (``truncate``'s marker after them), and with a "…" inside."""
+    return [f"{text}\n…[truncated 12 of {len(text) + 12} chars]" for text in texts] + [
+        text.replace(" ", " … ", 1) for text in texts
+    ]
+
+
 @pytest.mark.parametrize("pattern", sorted(DEFAULT_PATTERN_HINTS))
 def test_a_hint_never_rules_out_a_text_its_pattern_matches(pattern: str) -> None:
-    texts = MATCHING + development_texts()
+    texts = MATCHING + cut(MATCHING) + development_texts()
     assert any(re.search(pattern, text) for text in MATCHING), "no example text for this pattern"
     assert violations(pattern, DEFAULT_PATTERN_HINTS[pattern], texts) == []
 
@@ -108,10 +116,17 @@ def test_word_hints_rule_out_only_ascii_texts() -> None:
     assert not check("nothing here", lowered("nothing here"))
     assert check("PASSWORD", lowered("PASSWORD"))
     assert check("pa\u017f\u017fword", lowered("pa\u017f\u017fword"))  # not ASCII: scanned
+    # The "…" of a cut result's marker matches no letter: such a text is still ruled out ...
+    cut_text = truncate("nothing here " * 10, 20)
+    assert not cut_text.isascii() and not check(cut_text, lowered(cut_text))
+    assert check(truncate("PASSWORD " * 10, 20), lowered(truncate("PASSWORD " * 10, 20)))
+    # ... but not when it holds another character that can match a letter.
+    assert check("pa\u017f\u017fword …", lowered("pa\u017f\u017fword …"))
+    assert lowered("\u212aey …") is None
 
 
 def test_scrubbing_and_redaction_are_unchanged_by_hints(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = MATCHING + development_texts()[:400]
+    texts = MATCHING + cut(MATCHING) + development_texts()[:400]
     scrubber = PersonalDataScrubber({"user_id": "user_id"}, DEFAULT_PERSONAL_PATTERNS)
     redactor = SecretRedactor(DEFAULT_SECRET_PATTERNS)
     hinted = [(scrubber.scrub_texts([text]), redactor.text(text)) for text in texts]

@@ -14,7 +14,10 @@ scanned. A hint is one of:
 * ``("text", (a, b, ...))``: the text contains ``a`` or ``b`` ... (case as written);
 * ``("word", (a, b, ...))``: the text contains one of them ignoring case (for a case-insensitive
   pattern; the words are lower case). Only ASCII texts are ruled out this way: under Unicode case
-  folding a non-ASCII character can match an ASCII letter (the Kelvin sign matches "k");
+  folding a non-ASCII character can match an ASCII letter (the Kelvin sign matches "k"). The "…"
+  of the marker ``truncate`` puts after a cut result matches no letter, so a text that is ASCII
+  apart from it is ruled out too (otherwise every cut result would be scanned with every such
+  pattern);
 * ``("match", expression)``: ``expression`` (a piece every match of the pattern contains, starting
   with a literal or a character class so the engine can skip ahead) is found in the text.
 """
@@ -28,11 +31,16 @@ from typing import Any
 #: ``check(text, lowered)`` is False when the pattern cannot match ``text``; ``lowered`` is
 #: ``text.lower()`` for an ASCII text, else None (see ``lowered``).
 HintCheck = Callable[[str, "str | None"], bool]
+# The one non-ASCII character of a cut result's marker (kindling.mining.passes.truncate).
+_ELLIPSIS = "\u2026"
 
 
 def lowered(text: str) -> str | None:
-    """Return what ``("word", ...)`` hints look in: ``text`` in lower case when it is ASCII, else None."""
-    return text.lower() if text.isascii() else None
+    """Return what ``("word", ...)`` hints look in: ``text`` in lower case when it is ASCII (apart
+    from any "…", which no letter matches under case folding), else None."""
+    if text.isascii() or (_ELLIPSIS in text and text.replace(_ELLIPSIS, "").isascii()):
+        return text.lower()
+    return None
 
 
 def compile_hint(spec: tuple[str, Any]) -> HintCheck:
