@@ -32,6 +32,13 @@ The same script answers Anthropic's Messages API (``POST /v1/messages``, what He
 ``tool_use`` blocks, as one JSON message or, with ``"stream": true``, as Anthropic's events
 (``message_start``, the blocks' start/delta/stop, ``message_delta`` with the stop reason,
 ``message_stop``). ``message_requests()`` returns those requests' bodies.
+
+And OpenAI's Responses API (``POST /v1/responses``): the reply's text becomes a ``message`` output
+item with an ``output_text`` part, each tool call a ``function_call`` item, and an item's
+``"reasoning"`` (a string) a ``reasoning`` item first; as one response object or, with
+``"stream": true``, as its events (``response.created``, each item's ``response.output_item.added``,
+its text or arguments deltas and ``response.output_item.done``, then ``response.completed`` with
+the whole response). ``response_requests()`` returns those requests' bodies.
 """
 
 from __future__ import annotations
@@ -116,6 +123,11 @@ class FakeOpenAI:
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].split("?")[0].endswith("/v1/messages")]
 
+    def response_requests(self) -> list[dict[str, Any]]:
+        """The bodies of every Responses API request received, in order."""
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].split("?")[0].endswith("/v1/responses")]
+
     def start(self, port: int = 0) -> None:
         """Serve on 127.0.0.1:``port`` (0: a free port) on a background thread."""
         fake = self
@@ -138,7 +150,7 @@ class FakeOpenAI:
                     return raw.decode("utf-8", "replace"), raw
 
             def _stream(
-                self, item: dict[str, Any], model: str, body: dict[str, Any], anthropic: bool = False
+                self, item: dict[str, Any], model: str, body: dict[str, Any], api: str = "chat"
             ) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -149,7 +161,12 @@ class FakeOpenAI:
                     item.get("chunk_delay", self.headers.get("X-Fake-Chunk-Delay") or fake.chunk_delay)
                 )
                 hold = item.get("hold")
-                events = fake._anthropic_events(item, model) if anthropic else fake._events(item, model, body)
+                if api == "messages":
+                    events = fake._anthropic_events(item, model)
+                elif api == "responses":
+                    events = fake._response_events(item, model, body)
+                else:
+                    events = fake._events(item, model, body)
                 if fake.record:
                     with fake._lock:
                         fake.responses.append("".join(events).encode())
@@ -212,8 +229,15 @@ class FakeOpenAI:
                     else:
                         self._send(404, b'{"error": "model not found"}')
                     return
-                anthropic = self.path.split("?")[0].rstrip("/").endswith("/v1/messages")
-                if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
+                path = self.path.split("?")[0].rstrip("/")
+                api = (
+                    "messages"
+                    if path.endswith("/v1/messages")
+                    else "responses"
+                    if path.endswith("/v1/responses")
+                    else "chat"
+                )
+                if api == "chat" and not path.endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 # A client (a benchmark) may ask for a slower upstream per request.
@@ -240,9 +264,14 @@ class FakeOpenAI:
                     return
                 model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
                 if isinstance(body, dict) and body.get("stream"):
-                    self._stream(item, model, body, anthropic)
+                    self._stream(item, model, body, api)
                     return
-                answer = fake._anthropic_message(item, model) if anthropic else fake._completion(item, model)
+                if api == "messages":
+                    answer = fake._anthropic_message(item, model)
+                elif api == "responses":
+                    answer = fake._response(item, model, body)
+                else:
+                    answer = fake._completion(item, model)
                 reply = json.dumps(answer).encode()
                 if fake.record:
                     with fake._lock:
@@ -379,6 +408,120 @@ class FakeOpenAI:
         stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
         events.append(event("message_delta", {"delta": stop, "usage": {"output_tokens": 5}}))
         events.append(event("message_stop", {}))
+        return events
+
+    @staticmethod
+    def _response(item: dict[str, Any], model: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The scripted reply as a Responses API response: its output items, completed."""
+        message = item["message"]
+        output: list[dict[str, Any]] = []
+        if item.get("reasoning"):
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{uuid.uuid4().hex[:16]}",
+                    "summary": [{"type": "summary_text", "text": item["reasoning"]}],
+                    "encrypted_content": "gAAAA-opaque",
+                }
+            )
+        if message.get("content"):
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex[:16]}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": message["content"], "annotations": []}],
+                }
+            )
+        for call in message.get("tool_calls") or ():
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{uuid.uuid4().hex[:16]}",
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                    "status": "completed",
+                }
+            )
+        return {
+            "id": f"resp_{uuid.uuid4().hex}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": model,
+            "output": output,
+            "instructions": body.get("instructions"),
+            "previous_response_id": body.get("previous_response_id"),
+            "parallel_tool_calls": True,
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools", []),
+            "usage": {
+                "input_tokens": 10,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 5,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 15,
+            },
+        }
+
+    @staticmethod
+    def _response_events(item: dict[str, Any], model: str, body: dict[str, Any]) -> list[str]:
+        """The scripted reply as the Responses API's stream: the items added, filled in, done; completed."""
+        response = FakeOpenAI._response(item, model, body)
+        number = iter(range(1_000_000))
+
+        def event(kind: str, data: dict[str, Any]) -> str:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': next(number), **data})}\n\n"
+
+        started = {**response, "status": "in_progress", "output": [], "usage": None}
+        events = [event("response.created", {"response": started})]
+        for index, output in enumerate(response["output"]):
+            at = {"output_index": index, "item_id": output["id"]}
+            if output["type"] == "message":
+                events.append(
+                    event(
+                        "response.output_item.added",
+                        {"output_index": index, "item": {**output, "status": "in_progress", "content": []}},
+                    )
+                )
+                part = {"type": "output_text", "text": "", "annotations": []}
+                events.append(event("response.content_part.added", {**at, "content_index": 0, "part": part}))
+                text = output["content"][0]["text"]
+                for start in range(0, len(text), 8):
+                    piece = {"content_index": 0, "delta": text[start : start + 8], "logprobs": []}
+                    events.append(event("response.output_text.delta", {**at, **piece}))
+                events.append(
+                    event(
+                        "response.output_text.done", {**at, "content_index": 0, "text": text, "logprobs": []}
+                    )
+                )
+                events.append(
+                    event(
+                        "response.content_part.done", {**at, "content_index": 0, "part": output["content"][0]}
+                    )
+                )
+            elif output["type"] == "function_call":
+                events.append(
+                    event(
+                        "response.output_item.added",
+                        {"output_index": index, "item": {**output, "status": "in_progress", "arguments": ""}},
+                    )
+                )
+                arguments = output["arguments"]
+                for start in range(0, len(arguments), 10):
+                    events.append(
+                        event(
+                            "response.function_call_arguments.delta",
+                            {**at, "delta": arguments[start : start + 10]},
+                        )
+                    )
+                events.append(event("response.function_call_arguments.done", {**at, "arguments": arguments}))
+            else:
+                events.append(event("response.output_item.added", {"output_index": index, "item": output}))
+            events.append(event("response.output_item.done", {"output_index": index, "item": output}))
+        events.append(event("response.completed", {"response": response}))
         return events
 
     @staticmethod

@@ -35,7 +35,8 @@ def proxy_command(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="The base URL the agent used before, e.g. https://api.openai.com/v1 (chat completions) "
+            help="The base URL the agent used before, e.g. https://api.openai.com/v1 (chat completions, "
+            "Responses API) "
             "or https://api.anthropic.com/v1 (Messages API)."
         ),
     ] = None,

@@ -1,5 +1,5 @@
-"""kindling.proxy: a proxy for OpenAI-compatible and Anthropic endpoints that records every conversation
-and warms new ones.
+"""kindling.proxy: a proxy for OpenAI-compatible (chat completions, Responses API) and Anthropic endpoints
+that records every conversation and warms new ones.
 
 Point an agent's base URL at it (``kindling proxy --upstream URL``); see docs/proxy.md.
 """

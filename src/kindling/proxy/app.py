@@ -1,5 +1,5 @@
-"""The proxy's FastAPI app: chat completions and Anthropic messages (recorded, warmed), everything
-else under /v1 forwarded.
+"""The proxy's FastAPI app: chat completions, Anthropic messages and OpenAI responses (recorded,
+warmed), everything else under /v1 forwarded.
 
 Requests are forwarded with one shared ``httpx.AsyncClient``. Responses go back with the upstream's
 status, headers and body; event streams are passed on chunk by chunk as they arrive. kindling's own
@@ -22,10 +22,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from kindling.errors import ConfigError
+from kindling.proxy import responses
 from kindling.proxy.anthropic import StreamedMessage, reply_of_message
-from kindling.proxy.conversations import CHAT, MESSAGES, Conversations, Turn
+from kindling.proxy.conversations import CHAT, MESSAGES, RESPONSES, Conversations, Turn
 from kindling.proxy.recorder import ProxyStore, Recorder
 from kindling.proxy.reply import StreamedReply, reply_of_response
+from kindling.proxy.responses import StreamedResponse
 from kindling.proxy.settings import ProxySettings, is_loopback
 
 __all__ = ["TOKEN_HEADER", "create_app"]
@@ -130,6 +132,10 @@ def create_app(
     async def messages(request: Request) -> Response:
         return await _conversation(request, "messages", MESSAGES)
 
+    @app.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        return await _conversation(request, "responses", RESPONSES)
+
     async def _conversation(request: Request, path: str, api: str) -> Response:
         if (refusal := refused(request)) is not None:
             return refusal
@@ -195,9 +201,14 @@ def create_app(
         return Response(content, status_code=upstream.status_code, headers=response_headers)
 
     async def _relay(upstream: httpx.Response, turn: Turn | None) -> AsyncIterator[bytes]:
-        reply: StreamedReply | StreamedMessage | None = None
+        reply: StreamedReply | StreamedMessage | StreamedResponse | None = None
         if turn is not None and upstream.status_code == 200:
-            reply = StreamedMessage() if turn.api == MESSAGES else StreamedReply()
+            if turn.api == MESSAGES:
+                reply = StreamedMessage()
+            elif turn.api == RESPONSES:
+                reply = StreamedResponse()
+            else:
+                reply = StreamedReply()
         first_chunk_ms: float | None = None
         try:
             async for chunk in upstream.aiter_raw():
@@ -215,6 +226,9 @@ def create_app(
                                 model=reply.model,
                                 finish_reason=reply.finish_reason,
                                 first_chunk_ms=first_chunk_ms,
+                                response_id=reply.response_id
+                                if isinstance(reply, StreamedResponse)
+                                else None,
                             )
                             reply = None
                     except Exception as exc:
@@ -227,12 +241,25 @@ def create_app(
     def _record_whole(turn: Turn, content: bytes) -> None:
         try:
             data = orjson.loads(content)
-            found = reply_of_message(data) if turn.api == MESSAGES else reply_of_response(data)
+            response_id = None
+            if turn.api == MESSAGES:
+                found = reply_of_message(data)
+            elif turn.api == RESPONSES:
+                found = responses.reply_of_response(data)
+                response_id = data.get("id") if found is not None else None
+            else:
+                found = reply_of_response(data)
             if found is None:
                 log.warning("an upstream reply had no assistant message; not recorded")
                 return
             message, model, finish_reason = found
-            conversations.finish(turn, message, model=model, finish_reason=finish_reason)
+            conversations.finish(
+                turn,
+                message,
+                model=model,
+                finish_reason=finish_reason,
+                response_id=response_id if isinstance(response_id, str) else None,
+            )
         except Exception as exc:
             log.warning("could not record a reply: %s", _one_line(exc))
 

@@ -1,8 +1,9 @@
 """Per request: which conversation it continues, what is new to record, and the warm-up to insert.
 
 ``Conversations.begin`` runs before the request goes upstream: it recognises the conversation (a
-prefix hash, or the ``X-Kindling-Session`` header), queues the new messages, and on a conversation's
-first request chooses the warm-up once. ``Turn.upstream_body`` is the body to send: the client's
+prefix hash, the ``X-Kindling-Session`` header, or for the Responses API the response or
+conversation the upstream keeps), queues the new messages, and on a conversation's first request
+chooses the warm-up once. ``Turn.upstream_body`` is the body to send: the client's
 bytes unchanged when nothing is inserted, else the same JSON with the conversation's warm-up block
 (cached bytes, identical on every request) after the leading system messages.
 ``Conversations.finish`` records the reply after the client has it.
@@ -25,19 +26,21 @@ from typing import Any
 import orjson
 
 from kindling.errors import NotFoundError
-from kindling.proxy import anthropic
+from kindling.proxy import anthropic, responses
 from kindling.proxy.identity import Conversation, ConversationCache, PrefixHasher, last_assistant_index
 from kindling.proxy.recorder import MessageRow, PrefixRow, Recorder, SessionRow, Write
 
-__all__ = ["CHAT", "MESSAGES", "Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
+__all__ = ["CHAT", "MESSAGES", "RESPONSES", "Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
 
 log = logging.getLogger("kindling.proxy")
 
 TEMPLATES_TTL = 5.0
 SESSION_HEADER = "x-kindling-session"
-#: The two APIs the proxy records and warms: chat completions and Anthropic's Messages API.
+#: The APIs the proxy records and warms: chat completions, Anthropic's Messages API and OpenAI's
+#: Responses API.
 CHAT = "chat"
 MESSAGES = "messages"
+RESPONSES = "responses"
 WARM_HEADER = "x-kindling-warm"
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,79}")
 
@@ -53,7 +56,11 @@ class WarmChoice:
 
 @dataclass(slots=True)
 class Turn:
-    """One request in flight: its conversation, its upstream body, and what finishing needs."""
+    """One request in flight: its conversation, its upstream body, and what finishing needs.
+
+    ``stateful`` is true for a Responses request that sends only its new items (the upstream keeps
+    the rest): its messages are not the conversation's prefix, so no prefix hash is kept after it.
+    """
 
     conversation: Conversation
     upstream_body: bytes | None
@@ -62,6 +69,7 @@ class Turn:
     started: float
     model: str | None
     api: str = CHAT
+    stateful: bool = False
 
 
 def warm_disabled_by(headers: Mapping[str, str]) -> bool:
@@ -122,13 +130,22 @@ class Conversations:
     async def begin(self, raw: bytes, headers: Mapping[str, str], api: str = CHAT) -> Turn | None:
         """Recognise and record the request; return its Turn (None when the body is not a chat).
 
-        ``api`` is ``CHAT`` (a chat completion) or ``MESSAGES`` (Anthropic's Messages API, whose
-        request is recognised and recorded as its OpenAI-format messages; see ``proxy.anthropic``).
+        ``api`` is ``CHAT`` (a chat completion), ``MESSAGES`` (Anthropic's Messages API) or
+        ``RESPONSES`` (OpenAI's Responses API); the latter two are recognised and recorded as their
+        OpenAI-format messages (see ``proxy.anthropic`` and ``proxy.responses``).
         """
         data = orjson.loads(raw)
         if not isinstance(data, dict):
             return None
-        messages = anthropic.canonical_messages(data) if api == MESSAGES else data.get("messages")
+        if api == MESSAGES:
+            messages = anthropic.canonical_messages(data)
+        elif api == RESPONSES:
+            kept = responses.state_key(data)
+            if kept is not None:
+                return await self._continue_kept(data, headers, *kept)
+            messages = responses.canonical_messages(data)
+        else:
+            messages = data.get("messages")
         if not isinstance(messages, list):
             return None
         now = time.time()
@@ -136,15 +153,8 @@ class Conversations:
         warm_off = warm_disabled_by(headers)
         hasher = PrefixHasher()
         conversation: Conversation | None = None
-        explicit = headers.get(SESSION_HEADER)
+        explicit = _explicit_session(headers)
         last = last_assistant_index(messages)
-        if explicit:
-            explicit = explicit.strip()
-            if not _SESSION_ID.fullmatch(explicit):
-                log.warning(
-                    "ignored a malformed %s header (letters, digits, . _ : - up to 80)", SESSION_HEADER
-                )
-                explicit = None
         for message in messages[: last + 1]:
             hasher.feed(message if isinstance(message, Mapping) else {})
         if explicit:
@@ -209,6 +219,82 @@ class Conversations:
             api,
         )
 
+    async def _continue_kept(
+        self, data: dict[str, Any], headers: Mapping[str, str], key: str, after_response: bool
+    ) -> Turn | None:
+        """Record a Responses request that sends only its new items: the upstream keeps the rest
+        (``previous_response_id``, or a ``conversation``), and ``key`` names it.
+
+        After a response (``after_response``) the new messages go right after that response's reply,
+        so a retried request records nothing twice; in a ``conversation`` they go at its end. A key
+        the proxy never saw (a response it did not forward) starts a conversation of its own, with
+        the request's instructions, never warmed: the upstream holds turns the proxy has not seen.
+        Nothing is inserted: the upstream already holds the warm-up the first request carried, and
+        the instructions a request repeats are recorded with the conversation's first only.
+        """
+        messages = responses.canonical_input(data)
+        if messages is None:
+            return None
+        now = time.time()
+        started = time.perf_counter()
+        explicit = _explicit_session(headers)
+        write: Write | None = None
+        if explicit:
+            found = self.cache.get("s:" + explicit) or await self._lookup(explicit, by_session=True)
+        else:
+            found = self.cache.get(key) or await (
+                self._lookup(key) if after_response else self._lookup_end(key)
+            )
+        if found is None:
+            head = responses.instructions_message(data)
+            session_id = explicit or _new_session_id()
+            # What the key names: where the items sent after it go (after the instructions).
+            found = Conversation(session_id, len(head), None, "off")
+            self.cache.put(key, found)
+            messages = [*head, *messages]
+            self.counts["conversations"] += 1
+            session = SessionRow(session_id, now, now, "off")
+            write = Write(session_id, now, session=session, prefixes=(PrefixRow(key, session_id, len(head)),))
+            first = 0
+        else:
+            self.counts["continued"] += 1
+            first = found.message_count
+        if explicit:
+            self.cache.put("s:" + explicit, found)
+        session_id = found.session_id
+        write = write or Write(session_id, now)
+        for seq, message in enumerate(messages, start=first):
+            write.messages.append(MessageRow(session_id, seq, str(message["role"]), message, now))
+        self.recorder.submit(write)
+        if after_response and not explicit:
+            # A turn of its own: the response it started from still names the same place.
+            conversation = Conversation(session_id, first + len(messages), found.warm_block, found.warm_state)
+        else:
+            conversation = found
+            conversation.message_count = max(conversation.message_count, first + len(messages))
+        model = data.get("model")
+        return Turn(
+            conversation,
+            None,
+            PrefixHasher(),
+            first + len(messages),
+            started,
+            model if isinstance(model, str) else None,
+            RESPONSES,
+            stateful=True,
+        )
+
+    async def _lookup_end(self, key: str) -> Conversation | None:
+        # A conversation's row holds its message count of when it was first seen; the conversation
+        # has grown since (on another proxy, or before a restart), so the session says how far.
+        found = await self._lookup(key)
+        if found is None:
+            return None
+        at_end = await self._lookup(found.session_id, by_session=True)
+        if at_end is not None:
+            self.cache.put(key, at_end)
+        return at_end or found
+
     async def _lookup(self, key: str, *, by_session: bool = False) -> Conversation | None:
         if not self.recorder.store_up:
             return None
@@ -226,7 +312,12 @@ class Conversations:
 
     async def _choose_warm(self, messages: Sequence[Any], tools: Any, api: str) -> WarmChoice:
         # The tools' names are read here, on a conversation's first request only.
-        names = anthropic.tool_names(tools) if api == MESSAGES else tool_names(tools)
+        if api == MESSAGES:
+            names = anthropic.tool_names(tools)
+        elif api == RESPONSES:
+            names = responses.tool_names(tools)
+        else:
+            names = tool_names(tools)
         if not names:
             return WarmChoice(None, "none")  # no tools offered: nothing an example could show
         try:
@@ -270,7 +361,7 @@ class Conversations:
 
     def _warm_block(self, messages: Sequence[Any], names: list[str], api: str = CHAT) -> WarmChoice:
         from kindling.warmup import choose_template, warm, warm_conversation
-        from kindling.warmup.convert import anthropic_prefix
+        from kindling.warmup.convert import anthropic_prefix, to_responses_items
         from kindling.warmup.warm import find_task
 
         task = find_task([m for m in messages if isinstance(m, Mapping)])
@@ -302,6 +393,9 @@ class Conversations:
             if turns is None:
                 return WarmChoice(None, "none")
             return WarmChoice(orjson.dumps(turns), "on", result.template.name)
+        if api == RESPONSES:
+            # Items before the request's first user item: messages, function calls and their outputs.
+            return WarmChoice(orjson.dumps(to_responses_items(result.messages)), "on", result.template.name)
         return WarmChoice(orjson.dumps(result.messages), "on", result.template.name)
 
     # -------------------------------------------------------------------------- after the reply
@@ -314,16 +408,32 @@ class Conversations:
         model: str | None,
         finish_reason: str | None,
         first_chunk_ms: float | None = None,
+        response_id: str | None = None,
     ) -> None:
-        """Record the reply of ``turn`` and remember the prefix that the next request will start with."""
+        """Record the reply of ``turn`` and remember the prefix that the next request will start with.
+
+        ``response_id`` (a Responses API reply's id) is remembered too, for a next request that
+        names it as its ``previous_response_id``.
+        """
         now = time.time()
         duration_ms = (time.perf_counter() - turn.started) * 1000
         self.counts["replies"] += 1
         conversation = turn.conversation
         seq = turn.message_count
-        turn.hasher.feed(reply)
-        digest = turn.hasher.digest()
-        self.cache.put(digest, conversation)
+        prefixes: tuple[PrefixRow, ...] = ()
+        if not turn.stateful:
+            turn.hasher.feed(reply)
+            digest = turn.hasher.digest()
+            self.cache.put(digest, conversation)
+            prefixes = (PrefixRow(digest, conversation.session_id, seq + 1),)
+        if response_id:
+            # The next turn may name this response: its items go right after this reply.
+            key = responses.response_key(response_id)
+            after = Conversation(
+                conversation.session_id, seq + 1, conversation.warm_block, conversation.warm_state
+            )
+            self.cache.put(key, after)
+            prefixes = (*prefixes, PrefixRow(key, conversation.session_id, seq + 1))
         conversation.message_count = max(conversation.message_count, seq + 1)
         row = MessageRow(
             conversation.session_id,
@@ -341,7 +451,7 @@ class Conversations:
                 conversation.session_id,
                 now,
                 messages=[row],
-                prefix=PrefixRow(digest, conversation.session_id, seq + 1),
+                prefixes=prefixes,
                 model=model or turn.model,
             )
         )
@@ -357,7 +467,8 @@ def _warm_limits_tools() -> bool:
 
 def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: str = CHAT) -> bytes | None:
     """The request body with ``block`` spliced in: for a chat (a JSON array) after the leading
-    system messages, for the Messages API (turns and a system addendum) before the first turn.
+    system messages, for the Messages API (turns and a system addendum) before the first turn, for
+    the Responses API (a JSON array of items) before the first user item.
 
     The block's bytes go in verbatim (an orjson Fragment), so every request of the conversation
     carries exactly the same bytes there and a provider's prefix cache keeps hitting. None (the
@@ -368,6 +479,8 @@ def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: st
     opening = _first_byte(block)
     if api == MESSAGES:
         return anthropic.with_block(data, block) if opening == b"{" else None
+    if api == RESPONSES:
+        return responses.with_block(data, block) if opening == b"[" else None
     if opening != b"[":
         return None
 
@@ -378,6 +491,18 @@ def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: st
     spliced = dict(data)
     spliced["messages"] = [*messages[:head], orjson.Fragment(inner), *messages[head:]]
     return orjson.dumps(spliced)
+
+
+def _explicit_session(headers: Mapping[str, str]) -> str | None:
+    """The session the ``X-Kindling-Session`` header names, or None (absent or malformed, logged)."""
+    explicit = headers.get(SESSION_HEADER)
+    if not explicit:
+        return None
+    explicit = explicit.strip()
+    if not _SESSION_ID.fullmatch(explicit):
+        log.warning("ignored a malformed %s header (letters, digits, . _ : - up to 80)", SESSION_HEADER)
+        return None
+    return explicit
 
 
 def _first_byte(block: bytes) -> bytes:

@@ -87,7 +87,7 @@ class Write:
     updated_at: float
     session: SessionRow | None = None
     messages: list[MessageRow] = field(default_factory=list)
-    prefix: PrefixRow | None = None
+    prefixes: tuple[PrefixRow, ...] = ()
     model: str | None = None
 
 
@@ -133,7 +133,7 @@ class ProxyStore:
         self.ensure_ready()
         sessions = [_values(w.session) for w in batch if w.session is not None]
         messages = [_values(m, _MESSAGE_AT) for w in batch for m in w.messages]
-        prefixes = [_values(w.prefix) for w in batch if w.prefix is not None]
+        prefixes = [_values(p) for w in batch for p in w.prefixes]
         touched: dict[str, list[Any]] = {}
         for w in batch:
             top = max((m.seq + 1 for m in w.messages), default=0)

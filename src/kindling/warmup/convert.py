@@ -1,8 +1,11 @@
-"""OpenAI chat messages -> Anthropic Messages API format.
+"""OpenAI chat messages -> Anthropic Messages API format, and -> OpenAI Responses API items.
 
-System messages are split out into ``system``; assistant tool calls become ``tool_use`` blocks;
-tool results become ``tool_result`` blocks in a user turn; consecutive turns of one role are merged
-so user and assistant strictly alternate, starting with a user turn as the API requires.
+Anthropic: system messages are split out into ``system``; assistant tool calls become ``tool_use``
+blocks; tool results become ``tool_result`` blocks in a user turn; consecutive turns of one role are
+merged so user and assistant strictly alternate, starting with a user turn as the API requires.
+
+Responses: each message becomes a ``message`` item of its role, each tool call a ``function_call``
+item and each tool result a ``function_call_output`` item with the same ``call_id``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import orjson
 
 from kindling.errors import ConversationError
 
-__all__ = ["anthropic_prefix", "to_anthropic", "with_system_text"]
+__all__ = ["anthropic_prefix", "to_anthropic", "to_responses_items", "with_system_text"]
 
 
 def _text(content: Any) -> str:
@@ -115,6 +118,47 @@ def anthropic_prefix(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
     if turns[-1]["role"] != "assistant":
         turns.append({"role": "assistant", "content": [{"type": "text", "text": "(continued)"}]})
     return converted
+
+
+def to_responses_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return an OpenAI-format conversation as Responses API input items.
+
+    An assistant message's text (if any) comes before its calls, as a model's output holds them.
+    Raises ConversationError for a message with an unknown role.
+    """
+    items: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role in ("system", "developer", "user"):
+            items.append({"type": "message", "role": role, "content": _text(message.get("content"))})
+        elif role == "assistant":
+            text = _text(message.get("content"))
+            if text:
+                items.append({"type": "message", "role": "assistant", "content": text})
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                arguments = function.get("arguments")
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": str(call.get("id") or ""),
+                        "name": str(function.get("name") or ""),
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else orjson.dumps(arguments or {}).decode(),
+                    }
+                )
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": str(message.get("tool_call_id") or ""),
+                    "output": _text(message.get("content")),
+                }
+            )
+        else:
+            raise ConversationError(f"Message {index} has an unknown role {role!r}.", index=index)
+    return items
 
 
 def with_system_text(system: Any, text: str) -> Any:
