@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from kindling.proxy.reply import EventStream
+from kindling.proxy.reply import EventStream, joined_text
 
 __all__ = [
     "StreamedMessage",
@@ -39,22 +39,20 @@ def _text(content: Any, placeholder: bool = True) -> str:
     Other blocks (an image, a document) stand as ``[image]``, so a message that only shows one is not
     empty; ``placeholder=False`` leaves them out.
     """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping):
-                kind = block.get("type")
-                if kind == "text" and isinstance(block.get("text"), str):
-                    parts.append(block["text"])
-                elif placeholder and isinstance(kind, str) and kind not in ("thinking", "redacted_thinking"):
-                    parts.append(f"[{kind}]")
-    return "\n".join(parts)
+    return joined_text(content, _block_text if placeholder else _block_text_only)
+
+
+def _block_text_only(block: Mapping[str, Any]) -> str | None:
+    text = block.get("text")
+    return text if block.get("type") == "text" and isinstance(text, str) else None
+
+
+def _block_text(block: Mapping[str, Any]) -> str | None:
+    text = _block_text_only(block)
+    if text is not None:
+        return text
+    kind = block.get("type")
+    return f"[{kind}]" if isinstance(kind, str) and kind not in ("thinking", "redacted_thinking") else None
 
 
 def canonical_turn(turn: Any) -> list[dict[str, Any]]:

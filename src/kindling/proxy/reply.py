@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["EventStream", "StreamedReply", "event_end", "reply_of_response"]
+__all__ = ["EventStream", "StreamedReply", "event_end", "joined_text", "reply_of_response"]
+
+
+def joined_text(content: Any, part_text: Callable[[Mapping[str, Any]], str | None]) -> str:
+    """The text of a content given as a string or as a list of parts, the parts' texts joined by lines.
+
+    A string part is its own text; ``part_text`` says what an object part stands for (None: nothing).
+    Each API's formats (Anthropic's blocks, the Responses API's parts) differ only there.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and (text := part_text(part)) is not None:
+                parts.append(text)
+    return "\n".join(parts)
 
 
 def reply_of_response(data: Any) -> tuple[dict[str, Any], str | None, str | None] | None:

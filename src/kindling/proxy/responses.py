@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from kindling.proxy.reply import EventStream
+from kindling.proxy.reply import EventStream, joined_text
 
 __all__ = [
     "StreamedResponse",
@@ -57,24 +57,16 @@ def _text(content: Any) -> str:
     Other parts (an image, a file) stand as ``[image]``, ``[file]``, so a message that only shows
     one is not empty.
     """
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping):
-                kind = part.get("type")
-                if isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif kind == "refusal" and isinstance(part.get("refusal"), str):
-                    parts.append(part["refusal"])
-                elif isinstance(kind, str):
-                    parts.append(f"[{kind.removeprefix('input_')}]")
-    return "\n".join(parts)
+    return joined_text(content, _part_text)
+
+
+def _part_text(part: Mapping[str, Any]) -> str | None:
+    kind = part.get("type")
+    if isinstance(part.get("text"), str):
+        return str(part["text"])
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return str(part["refusal"])
+    return f"[{kind.removeprefix('input_')}]" if isinstance(kind, str) else None
 
 
 def _is_reply_item(item: Mapping[str, Any]) -> bool:
