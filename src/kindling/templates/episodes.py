@@ -221,8 +221,9 @@ def link_copies(episodes: Sequence[Episode], examples: Sequence[Example], call_k
 
     A template keeps one example per distinct call (tool and arguments), shown by one session that
     made it; without this a past task whose calls were all shown by others would offer none.
-    ``call_keys`` are the steps' call keys (``EpisodeCollector.call_keys``). The example is shown
-    as kept (its own session's request and result): only the link is added.
+    ``call_keys`` are the steps' call keys (``EpisodeCollector.call_keys``). Only the link is
+    added; the warm-up shows such an example under the linking past task's request, with the result
+    its own session recorded (``kindling.warmup.plan``).
     """
     owners: dict[bytes, tuple[str, int]] = {}
     shown: set[tuple[str, int, str]] = set()
