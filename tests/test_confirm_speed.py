@@ -1079,6 +1079,67 @@ def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
     store.close()
 
 
+def test_request_ids_start_with_their_creation_time(tmp_path: Path) -> None:
+    # cr_ and 32 hex digits as before; the first 11 are the millisecond the request was made, so
+    # ids sort by creation (within a millisecond by chance); the other 21 are random.
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, daemon_settings(db, rate_limit=1000, token_rate_limit=1000))
+    agent = store.authenticate(make_tokens(store).agent)
+    assert agent is not None
+    made = []
+    for i in range(40):
+        outcome = store.submit(action="act", description=f"d{i}", identity=agent)
+        assert outcome.request is not None
+        made.append(outcome.request)
+        time.sleep(0.001 if i % 4 == 0 else 0)
+    ids = [r.id for r in made]
+    assert all(re.fullmatch(r"cr_[0-9a-f]{32}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert [int(i[3:14], 16) for i in ids] == [int(r.created_at * 1000) for r in made]
+    assert [i[3:14] for i in ids] == sorted(i[3:14] for i in ids)
+    assert len({i[14:] for i in ids}) == len(ids)
+    store.close()
+
+
+def test_a_batch_into_a_large_table_writes_few_index_pages(tmp_path: Path) -> None:
+    # Why ids start with their time: a batch of new requests writes its primary-key entries to
+    # the same few index pages, where random ids gave each request a page of its own, in the WAL
+    # of every commit and again in every checkpoint. 20,000 earlier requests (with random ids, as
+    # before) make an index of some 300 pages; 100 new ones written together then put fewer pages
+    # in the WAL than they are requests (45-49 here; random ids: 127-136).
+    import asyncio
+    import secrets
+    import sqlite3
+
+    db = tmp_path / "confirm.db"
+    store = ConfirmationStore(str(db), daemon_settings(str(db), rate_limit=1000, token_rate_limit=1000))
+    agent = store.authenticate(make_tokens(store).agent)
+    assert agent is not None
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO confirm_requests (id, action, description, details, digest, requester, "
+            "requester_token, status, timeout_seconds, created_at, expires_at) "
+            "VALUES (?, 'old', 'old', '{}', 'x', 'old', 'old-token', 'approved', 60, 1.0, 61.0)",
+            [("cr_" + secrets.token_hex(16),) for _ in range(20_000)],
+        )
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def submit(n: int) -> None:
+        calls = [
+            functools.partial(store.submit, action="act", description=f"d{i}", identity=agent)
+            for i in range(n)
+        ]
+        await asyncio.gather(*(store.writes.run(call) for call in calls))
+
+    asyncio.run(submit(100))
+    with sqlite3.connect(db) as conn:
+        _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert 0 < frames < 100
+    assert len(store.list_requests(requester_token=agent.token_id, limit=200)) == 100
+    store.close()
+
+
 def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> None:
     store = ConfirmationStore(pg_url, ConfirmSettings(db=pg_url))
     agent = store.authenticate(store.create_token("agent", "bot")[1])
