@@ -1039,19 +1039,37 @@ def test_a_served_request_leaves_no_garbage_for_the_collector(tmp_path: Path) ->
     store.close()
 
 
+def _store_and_agent(db: Path) -> tuple[ConfirmationStore, Identity]:
+    store = ConfirmationStore(str(db), daemon_settings(str(db), rate_limit=1000, token_rate_limit=1000))
+    agent = store.authenticate(make_tokens(store).agent)
+    assert agent is not None
+    return store, agent
+
+
+def _submit_together(store: ConfirmationStore, agent: Identity, n: int) -> None:
+    """Submit ``n`` requests from the event loop at once, through the store's writer thread."""
+    import asyncio
+
+    async def submit() -> None:
+        calls = [
+            functools.partial(store.submit, action="act", description=f"d{i}", identity=agent)
+            for i in range(n)
+        ]
+        await asyncio.gather(*(store.writes.run(call) for call in calls))
+
+    asyncio.run(submit())
+
+
 def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
     # SQLite copies the WAL into the database file in the commit that takes the WAL past 1,000
     # pages, and every request of that batch waited for it; the writer does it when it has
     # nothing to write instead. Seen from outside: the database file holds the new requests
     # long before the WAL reaches 1,000 pages (the writer's connection, kept open, would not
     # checkpoint on close either).
-    import asyncio
     import sqlite3
 
     db = tmp_path / "confirm.db"
-    store = ConfirmationStore(str(db), daemon_settings(str(db), rate_limit=1000, token_rate_limit=1000))
-    agent = store.authenticate(make_tokens(store).agent)
-    assert agent is not None
+    store, agent = _store_and_agent(db)
 
     def in_file() -> int:
         # The database file alone, without its WAL: a copy of it opened on its own.
@@ -1063,14 +1081,7 @@ def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
             except sqlite3.DatabaseError:  # not even the tables yet (or a copy taken mid-write)
                 return 0
 
-    async def submit(n: int) -> None:
-        calls = [
-            functools.partial(store.submit, action="act", description=f"d{i}", identity=agent)
-            for i in range(n)
-        ]
-        await asyncio.gather(*(store.writes.run(call) for call in calls))
-
-    asyncio.run(submit(250))  # past the 200 writes it waits for, some 750 pages
+    _submit_together(store, agent, 250)  # past the 200 writes it waits for, some 750 pages
     deadline = time.monotonic() + 10
     while in_file() < 250 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -1082,10 +1093,7 @@ def test_the_writer_checkpoints_the_wal_between_batches(tmp_path: Path) -> None:
 def test_request_ids_start_with_their_creation_time(tmp_path: Path) -> None:
     # cr_ and 32 hex digits as before; the first 11 are the millisecond the request was made, so
     # ids sort by creation (within a millisecond by chance); the other 21 are random.
-    db = str(tmp_path / "confirm.db")
-    store = ConfirmationStore(db, daemon_settings(db, rate_limit=1000, token_rate_limit=1000))
-    agent = store.authenticate(make_tokens(store).agent)
-    assert agent is not None
+    store, agent = _store_and_agent(tmp_path / "confirm.db")
     made = []
     for i in range(40):
         outcome = store.submit(action="act", description=f"d{i}", identity=agent)
@@ -1107,14 +1115,11 @@ def test_a_batch_into_a_large_table_writes_few_index_pages(tmp_path: Path) -> No
     # of every commit and again in every checkpoint. 20,000 earlier requests (with random ids, as
     # before) make an index of some 300 pages; 100 new ones written together then put fewer pages
     # in the WAL than they are requests (45-49 here; random ids: 127-136).
-    import asyncio
     import secrets
     import sqlite3
 
     db = tmp_path / "confirm.db"
-    store = ConfirmationStore(str(db), daemon_settings(str(db), rate_limit=1000, token_rate_limit=1000))
-    agent = store.authenticate(make_tokens(store).agent)
-    assert agent is not None
+    store, agent = _store_and_agent(db)
     with sqlite3.connect(db) as conn:
         conn.executemany(
             "INSERT INTO confirm_requests (id, action, description, details, digest, requester, "
@@ -1125,14 +1130,7 @@ def test_a_batch_into_a_large_table_writes_few_index_pages(tmp_path: Path) -> No
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    async def submit(n: int) -> None:
-        calls = [
-            functools.partial(store.submit, action="act", description=f"d{i}", identity=agent)
-            for i in range(n)
-        ]
-        await asyncio.gather(*(store.writes.run(call) for call in calls))
-
-    asyncio.run(submit(100))
+    _submit_together(store, agent, 100)
     with sqlite3.connect(db) as conn:
         _busy, frames, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     assert 0 < frames < 100
