@@ -1034,7 +1034,7 @@ def new_request_id(now: float) -> str:
     ``created_at`` or ``token_seq``), and the random part alone keeps an id unguessable; every
     route that takes one needs a token besides.
     """
-    return f"cr_{int(now * 1000) % _ID_TIME_SPAN:011x}{secrets.token_hex(11)[:21]}"
+    return f"cr_{int(now * 1000) % _ID_TIME_SPAN:011x}{secrets.randbits(84):021x}"
 
 
 def _request_from_columns(row: Sequence[Any]) -> Confirmation:
