@@ -9,6 +9,7 @@ import functools
 import json
 import re
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -720,6 +721,132 @@ def test_indexes_no_query_reads_are_gone(tmp_path: Path, pg_url: str) -> None:
             "ux_confirm_requests_key_seq",
         } <= indexes, target
         store.close()
+
+
+def _old_idempotency_constraint(target: str) -> None:
+    """Give a new database's requests table the unique constraint it had before m011 (and
+    forget m011), as every database made before it has."""
+    from kindling.confirm import tables
+    from kindling.db import create_engine
+
+    engine = create_engine(target)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM kindling_migrations WHERE name = 'm011_idempotency_index'")
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("DROP INDEX ux_confirm_requests_idempotency")
+            conn.exec_driver_sql(
+                "ALTER TABLE confirm_requests ADD CONSTRAINT uq_confirm_idempotency "
+                "UNIQUE (requester_token, idempotency_key)"
+            )
+        else:
+            rows = [dict(r) for r in conn.execute(sa.select(tables.requests)).mappings()]
+            conn.exec_driver_sql("DROP TABLE confirm_requests")
+            old = tables.requests.to_metadata(sa.MetaData())
+            old.append_constraint(
+                sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency")
+            )
+            old.create(conn)
+            conn.exec_driver_sql("DROP INDEX ux_confirm_requests_idempotency")
+            if rows:
+                conn.execute(old.insert(), rows)
+    engine.dispose()
+
+
+def _idempotency_shape(store: ConfirmationStore) -> tuple[list[str], list[str]]:
+    inspector = sa.inspect(store.engine)
+    constraints = [c["name"] for c in inspector.get_unique_constraints("confirm_requests")]
+    return constraints, [
+        i["name"] for i in inspector.get_indexes("confirm_requests") if "idempotency" in i["name"]
+    ]
+
+
+def test_only_requests_with_an_idempotency_key_are_indexed_by_it(tmp_path: Path, pg_url: str) -> None:
+    # A unique constraint on (token, key) put an index entry in for every request, most of which
+    # have no key: a partial unique index does the same look-up for one entry fewer a submit
+    # (issue 14). Old databases, SQLite (a rebuilt table) and PostgreSQL, keep every request.
+    from kindling.confirm.policy import Identity
+
+    bot = Identity("tok_a", "bot", "agent")
+    for target in (str(tmp_path / "confirm.db"), pg_url):
+        store = ConfirmationStore(target, ConfirmSettings(db=target))
+        ids = [
+            store.submit(action="deploy", description=f"d{n}", identity=bot, idempotency_key=key).request.id
+            for n, key in enumerate([None, "k1", None, "k3"])
+        ]
+        store.close()
+        _old_idempotency_constraint(target)
+        store = ConfirmationStore(target, ConfirmSettings(db=target))
+        assert _idempotency_shape(store) == ([], ["ux_confirm_requests_idempotency"]), target
+        assert {r.id for r in store.list_requests(requester_token="tok_a")} == set(ids)
+        # A retry with a key is the same request; a new request under a used key is refused.
+        again = store.submit(action="deploy", description="d1", identity=bot, idempotency_key="k1")
+        assert (again.kind, again.request.id) == ("duplicate", ids[1])
+        with pytest.raises(ConfirmError) as refused:
+            store.submit(action="deploy", description="other", identity=bot, idempotency_key="k3")
+        assert refused.value.status_code == 422
+        # The database itself refuses a second row with a token's key, and takes any number without.
+        with store.engine.connect() as conn:
+            row = (
+                conn.execute(sa.text("SELECT * FROM confirm_requests WHERE id = :id"), {"id": ids[3]})
+                .mappings()
+                .one()
+            )
+            copy = {**row, "id": "cr_copy", "token_seq": 99, "key_seq": 99}
+            insert = sa.insert(sa.table("confirm_requests", *map(sa.column, copy)))
+            with pytest.raises(sa.exc.IntegrityError):
+                conn.execute(insert, copy)
+            conn.rollback()
+            conn.execute(insert, {**copy, "idempotency_key": None})
+            conn.execute(
+                insert, {**copy, "id": "cr_copy2", "idempotency_key": None, "token_seq": 100, "key_seq": 100}
+            )
+            conn.commit()
+            if "postgresql" not in target:
+                plan = " ".join(
+                    str(r[-1])
+                    for r in conn.exec_driver_sql(
+                        "EXPLAIN QUERY PLAN SELECT id FROM confirm_requests "
+                        "WHERE requester_token = 'tok_a' AND idempotency_key = 'k1'"
+                    )
+                )
+                assert "ux_confirm_requests_idempotency" in plan, plan
+        store.close()
+
+
+def test_a_failed_rebuild_of_the_requests_table_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite rebuilds the table to drop the constraint: a failure after the old table was dropped
+    # must leave the old table, its rows and its migration record as they were.
+    from kindling.confirm.policy import Identity
+
+    db = str(tmp_path / "confirm.db")
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    bot = Identity("tok_a", "bot", "agent")
+    ids = {store.submit(action="deploy", description=f"d{n}", identity=bot).request.id for n in range(3)}
+    store.close()
+    _old_idempotency_constraint(db)
+
+    def broken(self: sa.Index, bind: object, checkfirst: bool = False) -> None:
+        raise sa.exc.OperationalError("CREATE INDEX", {}, sqlite3.OperationalError("disk I/O error"))
+
+    monkeypatch.setattr(sa.Index, "create", broken)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        ConfirmationStore(db, ConfirmSettings(db=db))
+    monkeypatch.undo()
+    with sqlite3.connect(db) as conn:
+        assert (
+            "uq_confirm_idempotency"
+            in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'confirm_requests'").fetchone()[0]
+        )
+        assert not conn.execute(
+            "SELECT name FROM sqlite_master WHERE name = 'confirm_requests_new'"
+        ).fetchall()
+        assert {r[0] for r in conn.execute("SELECT id FROM confirm_requests")} == ids
+    store = ConfirmationStore(db, ConfirmSettings(db=db))
+    assert _idempotency_shape(store) == ([], ["ux_confirm_requests_idempotency"])
+    assert {r.id for r in store.list_requests(requester_token="tok_a")} == ids
+    store.close()
 
 
 def test_an_agents_list_is_newest_first_through_the_rate_limits_index(

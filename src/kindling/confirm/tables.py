@@ -36,7 +36,17 @@ requests = sa.Table(
     # (1, 2, ...): a rate limit looks up the request ``limit`` places back instead of counting.
     sa.Column("token_seq", sa.Integer),
     sa.Column("key_seq", sa.Integer),
-    sa.UniqueConstraint("requester_token", "idempotency_key", name="uq_confirm_idempotency"),
+)
+# A retried submit finds its request by its agent token and Idempotency-Key. Only requests with a
+# key have an entry (a unique constraint put one in for every request, with a key or without).
+_HAS_KEY = requests.c.idempotency_key.isnot(None)
+sa.Index(
+    "ux_confirm_requests_idempotency",
+    requests.c.requester_token,
+    requests.c.idempotency_key,
+    unique=True,
+    sqlite_where=_HAS_KEY,
+    postgresql_where=_HAS_KEY,
 )
 sa.Index("ix_confirm_requests_status_expires", requests.c.status, requests.c.expires_at)
 sa.Index("ux_confirm_requests_token_seq", requests.c.requester_token, requests.c.token_seq, unique=True)
@@ -271,6 +281,37 @@ def m010_drop_token_created_index(conn: Connection) -> None:
     conn.exec_driver_sql("DROP INDEX IF EXISTS ix_confirm_requests_token_created")
 
 
+def m011_idempotency_index(conn: Connection) -> None:
+    """Index idempotency keys only where a request has one, in place of the unique constraint
+    (see ``ux_confirm_requests_idempotency``): the same look-up and the same refusal of a second
+    request with a token's key, one index entry fewer for every request without a key."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("ALTER TABLE confirm_requests DROP CONSTRAINT IF EXISTS uq_confirm_idempotency")
+    elif any(
+        c["name"] == "uq_confirm_idempotency" for c in sa.inspect(conn).get_unique_constraints(requests.name)
+    ):
+        _rebuild_sqlite_requests(conn)
+    for index in requests.indexes:
+        index.create(conn, checkfirst=True)
+
+
+def _rebuild_sqlite_requests(conn: Connection) -> None:
+    # SQLite drops a table's constraint only by building the table again: a new one from today's
+    # metadata, the rows copied by column name, the old one dropped (with its indexes), the new one
+    # renamed. One transaction, begun here: the driver would run each DDL statement on its own.
+    driver = conn.connection.driver_connection
+    if not driver.in_transaction:  # type: ignore[union-attr]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    new = requests.to_metadata(sa.MetaData(), name="confirm_requests_new")
+    conn.execute(sa.schema.CreateTable(new))
+    columns = ", ".join(c.name for c in requests.columns)
+    conn.exec_driver_sql(
+        f"INSERT INTO confirm_requests_new ({columns}) SELECT {columns} FROM confirm_requests"
+    )
+    conn.exec_driver_sql("DROP TABLE confirm_requests")
+    conn.exec_driver_sql("ALTER TABLE confirm_requests_new RENAME TO confirm_requests")
+
+
 MIGRATIONS = (
     m001_initial,
     m002_append_only_audit,
@@ -282,4 +323,5 @@ MIGRATIONS = (
     m008_rate_sequences,
     m009_drop_unread_indexes,
     m010_drop_token_created_index,
+    m011_idempotency_index,
 )
