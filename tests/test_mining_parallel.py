@@ -374,3 +374,42 @@ def test_build_template_is_the_same_in_workers(sample_db: Path, monkeypatch: pyt
         one.template.source_session_ids,
     )
     assert open_store().get("two").examples == two.template.examples
+
+
+def _sqlite_steps(monkeypatch: pytest.MonkeyPatch, read: Any) -> int:
+    """Run ``read()`` counting the SQLite virtual machine's steps (in thousands) on every connection it opens."""
+    import sqlite3
+
+    steps = [0]
+    connect = sqlite3.connect
+
+    def counted(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_progress_handler(lambda: steps.__setitem__(0, steps[0] + 1) or 0, 1000)
+        return conn
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite3, "connect", counted)
+        read()
+    return steps[0]
+
+
+def test_a_later_shard_is_read_without_scanning_the_earlier_rows(
+    sample_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each page of a shard is bounded below by where the page starts, not by where the shard does:
+    # SQLite uses one lower bound of an index range, and when it took the shard's, every page of the
+    # second shard scanned from the shard's first row (issue 14: two workers ran slower than one).
+    from kindling.sessions.hermes import read_hermes_sqlite, shard_bounds, shards_of
+
+    _total, bounds = shard_bounds(sample_db, 2)
+    first, second = shards_of(bounds)
+
+    def read(shard: tuple[Any, Any]) -> int:
+        report = ReadReport()
+        return _sqlite_steps(monkeypatch, lambda: list(read_hermes_sqlite(sample_db, report, shard=shard)))
+
+    whole = _sqlite_steps(monkeypatch, lambda: list(iter_sessions(sample_db)))
+    early, late = read(first), read(second)
+    assert late < 2 * early, (early, late, whole)
+    assert early + late < 1.5 * whole, (early, late, whole)

@@ -373,6 +373,14 @@ def _read_sqlite(
         message_columns, session_columns, prompts, lean, narrow, decoded=narrow, keyed=True
     )[0]
     live = _live_condition(message_columns, boolean=False)
+    # A shard's lower bound is where its pages start (``_Pages.pages``), not a condition of each
+    # page: SQLite bounds an index range below by one term only, and given the shard's and the
+    # page's it took the shard's, so every page scanned from the shard's first row (the second of
+    # two shards read eight times slower than the first).
+    start = shard[0] if shard is not None and session_id is None else None
+    if start is not None:
+        assert shard is not None
+        shard = (None, shard[1])
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
     # may or may not be seen; a message whose session row was not seen is counted as
@@ -389,11 +397,11 @@ def _read_sqlite(
         decoded=f"SELECT {decoded_select} FROM messages",
         keyed=f"SELECT {keyed_select} FROM messages" if keyed_select != decoded_select else None,
     )
-    message_pages = message_rows.pages("session_id", order)
+    message_pages = message_rows.pages("session_id", order, start)
     session_rows = _Pages(
         connections[1], f"SELECT {session_select} FROM sessions", session_where, params, report
     )
-    session_pages = session_rows.pages("id", None)
+    session_pages = session_rows.pages("id", None, start)
     parents = _sqlite_parent_calls(connections[1], live, order)
     assemble = mode.assembler() if mode is not None else assemble_rows
     try:
@@ -592,25 +600,31 @@ class _Pages:
         self.lenient = False
         self.cursor: sqlite3.Cursor | None = None
 
-    def pages(self, first: str, second: str | None) -> Generator[list[Any], None, None]:
+    def pages(self, first: str, second: str | None, start: Any = None) -> Generator[list[Any], None, None]:
         """Yield the rows ordered by ``(first, second)`` (first alone when second is None), in lists.
 
         ``first`` may be NULL: those rows sort first, as in one ``ORDER BY``; ``(first, second)``
-        must be unique, and the key columns must be the first columns selected.
+        must be unique, and the key columns must be the first columns selected. ``start`` (not
+        None) yields only the rows with ``first >= start``, none with a NULL ``first``.
         """
         base = [self.conditions] if self.conditions else []
-        if second is not None:
-            yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", slice(1, 2))
-        else:
-            yield from self._paged([*base, f"{first} IS NULL"], None, "", slice(0, 0))
+        if start is None:
+            if second is not None:
+                yield from self._paged([*base, f"{first} IS NULL"], second, f"{second} > ?", slice(1, 2))
+            else:
+                yield from self._paged([*base, f"{first} IS NULL"], None, "", slice(0, 0))
         if second is not None and self.keys is not None:
-            yield from self._grouped([*base, f"{first} IS NOT NULL"], first, second)
+            yield from self._grouped([*base, f"{first} IS NOT NULL"], first, second, start)
             return
         order = f"{first}, {second}" if second else first
         resume = f"({first}, {second}) > (?, ?)" if second else f"{first} > ?"
-        yield from self._paged([*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1))
+        yield from self._paged(
+            [*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1), (first, start)
+        )
 
-    def _grouped(self, conditions: list[str], first: str, second: str) -> Generator[list[Any], None, None]:
+    def _grouped(
+        self, conditions: list[str], first: str, second: str, start: Any = None
+    ) -> Generator[list[Any], None, None]:
         # Pages of whole groups of ``first``, each ending before the group about _PAGE_ROWS rows on
         # (found on the key's index alone). SQLite sorts a group by ``second`` before handing out
         # its first row, so a page that stopped inside a group had read all of it, and the next
@@ -624,7 +638,7 @@ class _Pages:
         next_bound_sql = f"SELECT {first} FROM {table} WHERE {key_conditions} AND {first} >= ? ORDER BY {first} LIMIT 1 OFFSET ?"
         after_sql = f"SELECT min({first}) FROM {table} WHERE {key_conditions} AND {first} > ?"
         where = " AND ".join(conditions)
-        low: Any = None
+        low: Any = start
         while True:
             if low is None:
                 found = self.conn.execute(bound_sql, (*self.params, _PAGE_ROWS)).fetchone()
@@ -706,7 +720,12 @@ class _Pages:
         return page
 
     def _paged(
-        self, conditions: list[str], order: str | None, resume: str, key: slice
+        self,
+        conditions: list[str],
+        order: str | None,
+        resume: str,
+        key: slice,
+        start: tuple[str, Any] = ("", None),
     ) -> Generator[list[Any], None, None]:
         where = " WHERE " + " AND ".join(conditions)
         if order is None:  # rows without a key to resume by: one statement
@@ -714,12 +733,16 @@ class _Pages:
             yield self._rest(cursor)
             return
         # No LIMIT: SQLite then streams in index order instead of sorting for a top-N; the page
-        # ends when its statement is closed.
+        # ends when its statement is closed. ``start`` (a column and a value that is not None)
+        # bounds the first page below; the pages after it start after the last key read.
         params = self.params
         resumed = False
+        column, floor = start
+        if floor is not None:
+            params = (*params, floor)
 
         def statement() -> str:  # self.select changes when a page is read exactly
-            after = f" AND {resume}" if resumed else ""
+            after = f" AND {resume}" if resumed else f" AND {column} >= ?" if floor is not None else ""
             return f"{self.select}{where}{after} ORDER BY {order}"
 
         while True:
