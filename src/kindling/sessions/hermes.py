@@ -377,10 +377,9 @@ def _read_sqlite(
     # page: SQLite bounds an index range below by one term only, and given the shard's and the
     # page's it took the shard's, so every page scanned from the shard's first row (the second of
     # two shards read eight times slower than the first).
-    start = shard[0] if shard is not None and session_id is None else None
-    if start is not None:
-        assert shard is not None
-        shard = (None, shard[1])
+    start: Any = None
+    if shard is not None and session_id is None and shard[0] is not None:
+        start, shard = shard[0], (None, shard[1])
     where, session_where, params = _where_clauses(live, session_id, shard, "?", "")
     # The pages of the two tables are read at different moments, so rows Hermes writes during a read
     # may or may not be seen; a message whose session row was not seen is counted as
@@ -618,8 +617,9 @@ class _Pages:
             return
         order = f"{first}, {second}" if second else first
         resume = f"({first}, {second}) > (?, ?)" if second else f"{first} > ?"
+        floor = None if start is None else (f"{first} >= ?", start)
         yield from self._paged(
-            [*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1), (first, start)
+            [*base, f"{first} IS NOT NULL"], order, resume, slice(0, 2 if second else 1), floor
         )
 
     def _grouped(
@@ -725,7 +725,7 @@ class _Pages:
         order: str | None,
         resume: str,
         key: slice,
-        start: tuple[str, Any] = ("", None),
+        floor: tuple[str, Any] | None = None,
     ) -> Generator[list[Any], None, None]:
         where = " WHERE " + " AND ".join(conditions)
         if order is None:  # rows without a key to resume by: one statement
@@ -733,16 +733,17 @@ class _Pages:
             yield self._rest(cursor)
             return
         # No LIMIT: SQLite then streams in index order instead of sorting for a top-N; the page
-        # ends when its statement is closed. ``start`` (a column and a value that is not None)
-        # bounds the first page below; the pages after it start after the last key read.
+        # ends when its statement is closed. ``floor`` (a condition and its parameter) bounds the
+        # first page below, as ``resume`` bounds the pages after it.
         params = self.params
         resumed = False
-        column, floor = start
+        first_page = ""
         if floor is not None:
-            params = (*params, floor)
+            first_page = f" AND {floor[0]}"
+            params = (*params, floor[1])
 
         def statement() -> str:  # self.select changes when a page is read exactly
-            after = f" AND {resume}" if resumed else f" AND {column} >= ?" if floor is not None else ""
+            after = f" AND {resume}" if resumed else first_page
             return f"{self.select}{where}{after} ORDER BY {order}"
 
         while True:
