@@ -14,6 +14,7 @@ for it under ``build/`` (``--anchor-python`` uses another interpreter instead).
     python bench/confirm_vs_anchor.py                       # 4 and 32 clients, 3 rounds of 5 s
     python bench/confirm_vs_anchor.py --quick               # a smoke run
     python bench/confirm_vs_anchor.py --clients 4 --seconds 10 --rounds 5 --no-postgresql
+    python bench/confirm_vs_anchor.py --idempotency-keys    # every submit with a key, as kindling's client sends
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ class Run:
         return lat[min(len(lat) - 1, int(len(lat) * p))] * 1000 if lat else float("nan")
 
 
-async def _drive(port: int, clients: int, seconds: float, agents: list[str], approver: str) -> Run:
+async def _drive(
+    port: int, clients: int, seconds: float, agents: list[str], approver: str, keys: bool = False
+) -> Run:
     run = Run()
     stop_at = time.perf_counter() + seconds
 
@@ -143,7 +146,9 @@ async def _drive(port: int, clients: int, seconds: float, agents: list[str], app
                 i += 1
                 body = {"action": f"bench_{n % 4}", "description": f"load {n}/{i}", "details": {"i": i}}
                 t0 = time.perf_counter()
-                status, data = await conn.request("POST", "/confirm", body, agent_auth)
+                # kindling's own client sends a fresh Idempotency-Key with every submit (--idempotency-keys).
+                headers = {**agent_auth, "Idempotency-Key": f"{n}-{i}-{stop_at}"} if keys else agent_auth
+                status, data = await conn.request("POST", "/confirm", body, headers)
                 t1 = time.perf_counter()
                 run.latencies.append(t1 - t0)
                 if status not in (200, 202):
@@ -300,6 +305,12 @@ def main() -> int:
         help="also run kindling on SQLite from these source trees (another commit's src/, say: "
         "`git worktree add /tmp/old <commit>` then /tmp/old/src), interleaved with the rest",
     )
+    parser.add_argument(
+        "--idempotency-keys",
+        action="store_true",
+        help="send a fresh Idempotency-Key with every submit, as kindling's own client does "
+        "(the anchor ignores the header)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.rounds = 1.0, 1
@@ -332,7 +343,12 @@ def main() -> int:
                     for target in order:
                         run = asyncio.run(
                             _drive(
-                                target.port, clients, args.seconds, target.agents[:clients], target.approver
+                                target.port,
+                                clients,
+                                args.seconds,
+                                target.agents[:clients],
+                                target.approver,
+                                args.idempotency_keys,
                             )
                         )
                         results.setdefault((target.name, clients), Run()).add(run)

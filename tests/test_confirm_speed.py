@@ -813,6 +813,44 @@ def test_only_requests_with_an_idempotency_key_are_indexed_by_it(tmp_path: Path,
         store.close()
 
 
+def test_a_retry_with_an_idempotency_key_returns_the_stored_request_whole(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # kindling's own client sends a key with every submit, so the look-up is read on the DBAPI
+    # cursor (issue 14): what a retry returns is the request as stored, every field, before and
+    # after its decision, on both databases.
+    for target in (str(tmp_path / "confirm.db"), pg_url):
+        store = ConfirmationStore(target, ConfirmSettings(db=target))
+        agent = store.authenticate(store.create_token("agent", "bot")[1])
+        approver = store.authenticate(store.create_token("approver", "human")[1])
+        assert agent is not None and approver is not None
+        asked = {
+            "action": "deploy",
+            "description": "ship it",
+            "details": {"env": "prod", "n": [1, 2.5, None], "ok": True},
+            "requester": "bot on host-1",
+            "session_key": "s-1",
+            "timeout_seconds": 120,
+            "identity": agent,
+            "idempotency_key": "retry-1",
+        }
+        first = store.submit(**asked)
+        assert first.kind == "pending"
+        again = store.submit(**asked)
+        assert again.kind == "duplicate"
+        assert again.request == first.request == store.get(first.request.id), target
+        store.decide(first.request.id, "approved", identity=approver, reason="fine")
+        decided = store.submit(**asked)
+        assert decided.kind == "duplicate"
+        assert decided.request == store.get(first.request.id), target
+        assert decided.request.status == "approved" and decided.request.reason == "fine"
+        # The same key from another token is another request.
+        other = store.authenticate(store.create_token("agent", "bot2")[1])
+        assert other is not None
+        assert store.submit(**{**asked, "identity": other}).request.id != first.request.id
+        store.close()
+
+
 def test_a_failed_rebuild_of_the_requests_table_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -313,20 +313,19 @@ class ConfirmationStore:
         with self._write() as conn:
             now = time.time()
             if idempotency_key:
-                row = conn.execute(
-                    sa.select(t.requests).where(
-                        t.requests.c.requester_token == identity.token_id,
-                        t.requests.c.idempotency_key == idempotency_key,
-                    )
-                ).first()
+                # kindling's own client sends a key with every submit: on the DBAPI cursor, as the
+                # statements after it (through SQLAlchemy this look-up cost as much as the rest).
+                found = self._run(_IDEMPOTENT_REQUEST, {"token": identity.token_id, "key": idempotency_key})
+                row = found.fetchone()
                 if row is not None:
-                    if row.digest != digest:
+                    earlier = _request_from_columns(row)
+                    if earlier.digest != digest:
                         # Returning the old request would hand its decision to a different action.
                         raise ConfirmError(
                             f"Idempotency-Key {idempotency_key!r} was already used for a different request.",
                             status_code=422,
                         )
-                    return SubmitOutcome("duplicate", self._row_to_request(row))
+                    return SubmitOutcome("duplicate", earlier)
             window_start = now - s.rate_window
             # Per agent token and folded action, so one agent cannot use up another's budget and a
             # new spelling of an action gets no new budget; and per token across all actions.
@@ -1003,6 +1002,12 @@ _INSERT_REQUEST = (
 _REQUEST_COLUMNS = (
     "id, action, description, details, digest, requester, session_key, status, timeout_seconds, created_at, "
     "expires_at, decided_at, decided_by, reason, requester_label, requester_token"
+)
+
+# The request a token already made with an idempotency key (read through the key's partial index).
+_IDEMPOTENT_REQUEST = (
+    f"SELECT {_REQUEST_COLUMNS} FROM confirm_requests "
+    "WHERE requester_token = :token AND idempotency_key = :key"
 )
 
 # A decision on a pending request, not yet expired, not the decider's own (and, with a digest, as
