@@ -315,10 +315,11 @@ class ConfirmationStore:
             if idempotency_key:
                 # kindling's own client sends a key with every submit: on the DBAPI cursor, as the
                 # statements after it (through SQLAlchemy this look-up cost as much as the rest).
-                found = self._run(_IDEMPOTENT_REQUEST, {"token": identity.token_id, "key": idempotency_key})
-                row = found.fetchone()
-                if row is not None:
-                    earlier = _request_from_columns(row)
+                found = self._run(
+                    _IDEMPOTENT_REQUEST, {"token": identity.token_id, "key": idempotency_key}
+                ).fetchone()
+                if found is not None:
+                    earlier = _request_from_columns(found)
                     if earlier.digest != digest:
                         # Returning the old request would hand its decision to a different action.
                         raise ConfirmError(
