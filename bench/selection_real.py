@@ -33,6 +33,9 @@ F1. Also the estimated tokens injected and the share of injected examples that c
 identifier of another session's customer (values of user_id, order_id, email, payment_method_id,
 first/last name and zip in each session's own call arguments, searched in the injected text;
 independent of the scrubber). Ties are broken by tool name and example order everywhere.
+Beside them, a task-blind ceiling: the best mean F1 one fixed list of examples reaches on every
+held-out task, chosen knowing their tools (``task_blind_ceiling``); what kindling scores above it
+came from the task's text.
 
     .venv/bin/python bench/selection_real.py            # 5 folds, 8 and 3 examples
     .venv/bin/python bench/selection_real.py --quick    # 2 folds over 20 tasks
@@ -41,6 +44,7 @@ independent of the scrubber). Ties are broken by tool name and example order eve
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import re
@@ -245,6 +249,30 @@ def choose(
 # ------------------------------------------------------------------------------------- main
 
 
+CEILING_TOOLS = 7  # the task-blind ceiling tries every list of the tools most held-out tasks need
+
+
+def task_blind_ceiling(truths: Sequence[set[str]], slots: int) -> tuple[float, list[str]]:
+    """Return the best mean F1 any one fixed list of at most ``slots`` examples reaches over
+    ``truths`` (one per held-out task), and that list.
+
+    It is chosen knowing every held-out task's tools, so no method that is blind to the task can
+    do better with these tools: what a method scores above it came from the task's text. Lists are
+    drawn (with repeats) from the ``CEILING_TOOLS`` tools the most tasks need; ties go to the
+    shorter list, then by tool names.
+    """
+    scored = [t for t in truths if t]
+    needed = Counter(tool for truth in scored for tool in truth)
+    tools = sorted(needed, key=lambda t: (-needed[t], t))[:CEILING_TOOLS]
+    best: tuple[float, list[str]] = (0.0, [])
+    for n in range(1, slots + 1):
+        for shown in itertools.combinations_with_replacement(tools, n):
+            f1 = statistics.fmean(score(shown, truth, slots)[2] for truth in scored)  # type: ignore[index]
+            if f1 > best[0] + 1e-12:
+                best = (f1, list(shown))
+    return best
+
+
 def folds_of(groups: Sequence[str], k: int) -> list[set[str]]:
     """Return ``k`` folds of task groups, shuffled with the fixed seed (every group in one fold)."""
     order = sorted(groups, key=_task_order)
@@ -279,6 +307,7 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
         s: {m: defaultdict(list) for m in METHODS} for s in SETTINGS
     }
     counts = {"tasks": 0, "queries": 0, "templates": []}
+    held_out: list[set[str]] = []  # the truth of every held-out task scored, for the ceiling
     for fold in folds_of(groups, k):
         train = [r.session for r in runs if r.group not in fold and r.success]
         template = template_from_sessions("bench", train, min_messages=0)
@@ -295,6 +324,7 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
                 continue
             counts["tasks"] += 1
             counts["queries"] += len(members)
+            held_out.append(truth[group])
             for slots in SETTINGS:
                 per: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in METHODS}
                 for run in members:
@@ -326,7 +356,8 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
                         f"{m} {statistics.fmean(per[m]['f1']):.2f}" for m in METHODS if per[m]["f1"]
                     )
                     print(f"  task {group:>4} truth={','.join(sorted(truth[group]))[:70]:70} {row}")
-    return {"results": results, "counts": counts}
+    ceiling = {slots: task_blind_ceiling(held_out, slots) for slots in SETTINGS}
+    return {"results": results, "counts": counts, "ceiling": ceiling}
 
 
 def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed: float) -> bool:
@@ -373,6 +404,12 @@ def report(outcome: dict[str, Any], per_source: dict[str, int], k: int, elapsed:
             f"{'met' if ok_f1 else 'NOT met'}); recall {means['kindling']['recall']:.3f} vs "
             f"{means[best]['recall']:.3f} ({'met' if ok_recall else 'NOT met'}); other-customer ids "
             f"{means['kindling'].get('leaks', 0.0):.4f} ({'met' if ok_ids else 'NOT met'})"
+        )
+        ceiling, fixed = outcome["ceiling"][slots]
+        listed = ", ".join(f"{tool} x{n}" if n > 1 else tool for tool, n in Counter(fixed).items())
+        print(
+            f"  task-blind ceiling: {ceiling:.3f} F1, kindling {means['kindling']['f1'] - ceiling:+.3f} "
+            f"(the best one list for every task, chosen knowing their tools: {listed})"
         )
         turn0 = means["kindling@turn0"]
         print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -71,3 +72,22 @@ def test_selection_real_bench_prints_both_truths_for_every_method() -> None:
             if method == "kindling":
                 assert float(share) == 0.0  # no other customer's identifier reaches a warm-up
     assert re.search(r"kindling / best simple rule \([\w-]+\): \d+\.\d+x F1", out), out
+    ceilings = re.findall(r"task-blind ceiling: (\d\.\d+) F1, kindling ([+-]\d\.\d+)", out)
+    assert len(ceilings) == 2, out
+    assert all(0.0 < float(ceiling) <= 1.0 for ceiling, _ in ceilings)
+
+
+def test_the_task_blind_ceiling_is_the_best_fixed_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("selection_real")
+    # One list for both tasks: "a" alone scores 1 and 2/3 (recall 1/2); "a, b" 2/3 and 1; "b" 0 and 2/3.
+    f1, shown = bench.task_blind_ceiling([{"a"}, {"a", "b"}], 2)
+    assert shown == ["a"]  # the tie with "a, b" and "a, a" goes to the shorter list
+    assert f1 == pytest.approx((1.0 + 2 / 3) / 2)
+    # A tool one task in three needs is left out: showing it costs the other two more.
+    f1, shown = bench.task_blind_ceiling([{"a"}, {"a"}, {"a", "c"}], 2)
+    assert shown == ["a"] and f1 == pytest.approx((1 + 1 + 2 / 3) / 3)
+    # Both tools, and the one every task needs twice: the third task's precision is then 2/3, not 1/2.
+    f1, shown = bench.task_blind_ceiling([{"a", "b"}, {"a", "b"}, {"a"}], 3)
+    assert shown == ["a", "a", "b"] and f1 == pytest.approx((1 + 1 + 0.8) / 3)
+    assert bench.task_blind_ceiling([set()], 3) == (0.0, [])
