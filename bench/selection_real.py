@@ -261,15 +261,18 @@ def task_blind_ceiling(truths: Sequence[set[str]], slots: int) -> tuple[float, l
     drawn (with repeats) from the ``CEILING_TOOLS`` tools the most tasks need; ties go to the
     shorter list, then by tool names.
     """
+    from selection import score as scored_by  # as ``score``, without its check per call: no truth is empty
+
     scored = [t for t in truths if t]
     needed = Counter(tool for truth in scored for tool in truth)
     tools = sorted(needed, key=lambda t: (-needed[t], t))[:CEILING_TOOLS]
     best: tuple[float, list[str]] = (0.0, [])
     for n in range(1, slots + 1):
-        for shown in itertools.combinations_with_replacement(tools, n):
-            f1 = statistics.fmean(score(shown, truth, slots)[2] for truth in scored)  # type: ignore[index]
+        for combination in itertools.combinations_with_replacement(tools, n):
+            shown = list(combination)
+            f1 = statistics.fmean(scored_by(shown, truth, slots)[2] for truth in scored)
             if f1 > best[0] + 1e-12:
-                best = (f1, list(shown))
+                best = (f1, shown)
     return best
 
 
