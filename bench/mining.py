@@ -27,6 +27,12 @@ finishes in seconds (a test runs it so the script cannot rot).
     .venv/bin/python bench/mining.py            # anchor: ~312k and ~624k; sample: ~355k and ~710k
     .venv/bin/python bench/mining.py --quick
     .venv/bin/python bench/mining.py --anchor-only
+    .venv/bin/python bench/mining.py --anchor-only --instructions   # plus callgrind's counts
+
+``--instructions`` also counts, with valgrind's callgrind, the CPU instructions the anchor's raw
+scan and one-process mining execute on the first anchor database (each less a worker that only
+starts and imports): unlike seconds, the same in every run, so their ratio settles what a noisy
+machine's timings leave open. It takes a few minutes (valgrind runs code about 50 times slower).
 """
 
 from __future__ import annotations
@@ -35,10 +41,14 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
+import re
 import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,7 +216,13 @@ def run_mine_only(path: Path) -> dict[str, Any]:
     }
 
 
+def run_imports(path: Path) -> dict[str, Any]:
+    """Nothing: what every worker costs before its work (the start and the imports), to subtract."""
+    return {"messages": 0}
+
+
 WORKERS = {
+    "imports": run_imports,
     "anchor_raw": run_anchor_raw,
     "baseline": run_baseline,
     "select": run_select,
@@ -301,6 +317,72 @@ def text_accuracy(path: Path) -> tuple[float | None, int]:
     return result.accuracy, result.total
 
 
+def instructions(kinds: tuple[str, ...], path: Path) -> dict[str, int]:
+    """Return the CPU instructions each worker kind executes on ``path`` (valgrind's callgrind).
+
+    Unlike seconds, the count is the same in every run whatever else the machine is doing, so a
+    ratio of counts settles what a noisy machine's timings leave open. All kinds run side by side
+    (the counts do not depend on it), each with the same hash seed so sets and dicts are laid out
+    alike from run to run.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = {
+            kind: subprocess.Popen(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={tmp}/{kind}.out",
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    kind,
+                    "--db",
+                    str(path),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )
+            for kind in kinds
+        }
+        counts: dict[str, int] = {}
+        for kind, proc in procs.items():
+            _, err = proc.communicate()
+            out = Path(tmp) / f"{kind}.out"
+            if proc.returncode != 0 or not out.is_file():
+                raise SystemExit(f"callgrind failed on {kind}: {err.strip()[-500:]}")
+            totals = re.search(r"^(?:totals|summary): (\d+)", out.read_text(errors="replace"), re.M)
+            if totals is None:
+                raise SystemExit(f"callgrind wrote no totals for {kind} ({out})")
+            counts[kind] = int(totals.group(1))
+    return counts
+
+
+def instructions_against_anchor(sessions: int, cache: Path) -> None:
+    """Print one-process mining against the anchor's raw scan in instructions, not seconds."""
+    if not (ANCHORS / "anchor_mining.py").is_file():
+        print(f"\nanchor: {ANCHORS} is not there; the instruction counts are left out")
+        return
+    if shutil.which("valgrind") is None:
+        print("\ninstructions: valgrind is not installed (Debian's valgrind package); left out")
+        return
+    path = anchor_db(sessions, cache)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    conn.close()
+    print(f"\none process against the anchor's raw scan in CPU instructions (callgrind), {sessions} sessions")
+    counts = instructions(("imports", "anchor_raw", "mining"), path)
+    # Every worker starts the interpreter and imports the same modules first: that is subtracted.
+    work = {kind: counts[kind] - counts["imports"] for kind in ("anchor_raw", "mining")}
+    for kind, label in (("anchor_raw", "anchor raw"), ("mining", "mining")):
+        print(f"    {label:<10} {work[kind] / messages:>10,.0f} instructions/msg  ({work[kind]:,} in all)")
+    print(
+        f"    ratio mining/anchor raw in instructions (one process): "
+        f"{work['anchor_raw'] / work['mining']:.2f}x (target >= 0.5x)"
+    )
+
+
 def against_anchor(sizes: tuple[int, ...], repeats: int, cache: Path) -> None:
     """Print one-process mining against the anchor's raw scan, measured alternately in this run."""
     if not (ANCHORS / "anchor_mining.py").is_file():
@@ -347,6 +429,12 @@ def main() -> None:
     parser.add_argument(
         "--anchor-only", action="store_true", help="only the one-process figure vs the anchor"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the one-process figure's CPU instructions with valgrind (callgrind) on the "
+        "first anchor database: the same count every run, whatever the machine's load (a few minutes)",
+    )
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -357,7 +445,10 @@ def main() -> None:
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     repeats = args.repeats or (1 if args.quick else 3)
     print(f"kindling mining benchmark ({'quick' if args.quick else 'full'}; fastest of {repeats})")
-    against_anchor(QUICK_ANCHOR_SIZES if args.quick else ANCHOR_SIZES, repeats, args.cache)
+    anchor_sizes = QUICK_ANCHOR_SIZES if args.quick else ANCHOR_SIZES
+    against_anchor(anchor_sizes, repeats, args.cache)
+    if args.instructions:
+        instructions_against_anchor(anchor_sizes[0], args.cache)
     if args.anchor_only:
         return
     for sessions in sizes:

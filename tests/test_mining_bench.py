@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,37 @@ def test_bench_quick_prints_figures(tmp_path: Path) -> None:
         "120",
         "60",
     ]
+
+
+def test_bench_counts_instructions_against_the_anchor(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "mining.py"),
+            "--quick",
+            "--anchor-only",
+            "--instructions",
+            "--cache",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    anchors = ROOT.parent / "shared" / "anchors" / "anchor_mining.py"
+    if not anchors.is_file():
+        assert "the instruction counts are left out" in out, out
+        return
+    if shutil.which("valgrind") is None:
+        assert "valgrind is not installed" in out, out
+        return
+    counts = {
+        kind: int(n.replace(",", ""))
+        for kind, n in re.findall(r"^    (anchor raw|mining)\s+([\d,]+) instructions/msg", out, re.M)
+    }
+    assert set(counts) == {"anchor raw", "mining"}, out
+    # Imports are subtracted: what is left is each one's own work, and mining does more than a scan.
+    assert 0 < counts["anchor raw"] < counts["mining"], out
+    ratio = re.search(r"ratio mining/anchor raw in instructions \(one process\): ([\d.]+)x", out)
+    assert ratio is not None and 0 < float(ratio.group(1)) < 1, out
