@@ -39,6 +39,11 @@ came from the task's text.
 
     .venv/bin/python bench/selection_real.py            # 5 folds, 8 and 3 examples
     .venv/bin/python bench/selection_real.py --quick    # 2 folds over 20 tasks
+    .venv/bin/python bench/selection_real.py --data DIR # other runs: files in DIR, or a folder per set
+
+With ``--data``, the run files directly in DIR (``.json``, ``.jsonl``) and everything in each of
+its folders are read; a folder with too few tasks that have a successful run for the split is
+refused with one line saying so (exit code 2).
 """
 
 from __future__ import annotations
@@ -127,19 +132,29 @@ def _tools_that_worked(session: Any) -> set[str]:
     return worked
 
 
+# A run file directly in the data folder; a README or SOURCES.md beside the runs is not one.
+RUN_FILES = (".json", ".jsonl")
+
+
 def load_runs(data: Path) -> tuple[list[Run], dict[str, int]]:
-    """Return every run under ``data`` (each file or folder read by kindling) and runs per source."""
+    """Return every run under ``data`` and the runs per source.
+
+    The sources are the run files directly in ``data`` and every file or folder in each of its
+    folders (one folder per set, as in the development data), each read by kindling's readers.
+    """
     from kindling.sessions import iter_sessions
 
+    sources = [(p.name, p) for p in sorted(data.iterdir()) if p.is_file() and p.suffix in RUN_FILES]
+    for folder in sorted(p for p in data.iterdir() if p.is_dir()):
+        sources.extend((f"{folder.name}/{source.name}", source) for source in sorted(folder.iterdir()))
     runs: list[Run] = []
     per_source: dict[str, int] = {}
-    for folder in sorted(p for p in data.iterdir() if p.is_dir()):
-        for source in sorted(folder.iterdir()):
-            count = 0
-            for session in iter_sessions(source):
-                runs.append(Run(session, source.name))
-                count += 1
-            per_source[f"{folder.name}/{source.name}"] = count
+    for label, source in sources:
+        count = 0
+        for session in iter_sessions(source):
+            runs.append(Run(session, source.name))
+            count += 1
+        per_source[label] = count
     _merge_identical_tasks(runs)
     return runs, per_source
 
@@ -438,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     runs, per_source = load_runs(args.data)
     k = 2 if args.quick else args.folds
+    tasks = {run.group for run in runs if run.success}
+    if len(tasks) < k:
+        print(
+            f"{args.data}: {len(runs)} runs, {len(tasks)} tasks with a successful run; a {k}-fold split "
+            f"by task needs at least {k} (run files directly in the folder, or one folder per set of them)"
+        )
+        return 2
     outcome = evaluate(runs, k, 20 if args.quick else None, args.verbose)
     met = report(outcome, per_source, k, time.perf_counter() - started)
     return 0 if met else 1

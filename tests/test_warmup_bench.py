@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,63 @@ def test_the_task_blind_ceiling_is_the_best_fixed_list(monkeypatch: pytest.Monke
     f1, shown = bench.task_blind_ceiling([{"a", "b"}, {"a", "b"}, {"a"}], 3)
     assert shown == ["a", "a", "b"] and f1 == pytest.approx((1 + 1 + 0.8) / 3)
     assert bench.task_blind_ceiling([set()], 3) == (0.0, [])
+
+
+def _tau2_run(sim_id: str, task_id: str, tool: str) -> dict[str, Any]:
+    # One successful tau2-bench run: the customer asks, the agent calls ``tool`` once and it works.
+    return {
+        "id": sim_id,
+        "task_id": task_id,
+        "trial": 0,
+        "termination_reason": "user_stop",
+        "reward_info": {"reward": 1.0},
+        "messages": [
+            {"role": "assistant", "content": "Hi! How can I help?"},
+            {"role": "user", "content": f"Please {tool.replace('_', ' ')} for order number {task_id}."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "name": tool, "arguments": {"order": task_id}, "requestor": "assistant"}
+                ],
+            },
+            {
+                "role": "tool",
+                "id": "c1",
+                "content": '{"done": true}',
+                "requestor": "assistant",
+                "error": False,
+            },
+            {"role": "assistant", "content": "Done."},
+        ],
+    }
+
+
+def test_selection_real_bench_reads_run_files_placed_directly_in_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("selection_real")
+    tools = ("track_order", "cancel_order", "return_item")
+    simulations = [_tau2_run(f"s{i}", str(i), tools[i % 3]) for i in range(12)]
+    (tmp_path / "results.json").write_text(json.dumps({"simulations": simulations}))
+    (tmp_path / "README.md").write_text("not a run file\n")  # beside the runs, and not read as one
+    code = bench.main(["--data", str(tmp_path), "--folds", "2"])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    assert re.search(r"12 runs from 1 sources, 12 held-out tasks", out), out
+    assert "at most 8 examples" in out and "at most 3 examples" in out, out
+
+
+def test_selection_real_bench_refuses_a_folder_without_enough_tasks_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("selection_real")
+    (tmp_path / "README.md").write_text("no runs here\n")
+    assert bench.main(["--data", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "0 runs, 0 tasks with a successful run; a 5-fold split by task needs at least 5" in out
+    (tmp_path / "one.json").write_text(json.dumps({"simulations": [_tau2_run("s0", "0", "track_order")]}))
+    assert bench.main(["--data", str(tmp_path)]) == 2
+    assert "1 runs, 1 tasks with a successful run" in capsys.readouterr().out
