@@ -31,8 +31,9 @@ finishes in seconds (a test runs it so the script cannot rot).
 
 ``--instructions`` also counts, with valgrind's callgrind, the CPU instructions the anchor's raw
 scan and one-process mining execute on the first anchor database (each less a worker that only
-starts and imports): unlike seconds, the same in every run, so their ratio settles what a noisy
-machine's timings leave open. It takes a few minutes (valgrind runs code about 50 times slower).
+starts and imports): unlike seconds, they move by a fraction of a percent from run to run whatever
+the machine's load, so their ratio settles what a noisy machine's timings leave open. It takes a
+minute or two (valgrind runs code about 50 times slower).
 """
 
 from __future__ import annotations
@@ -320,8 +321,8 @@ def text_accuracy(path: Path) -> tuple[float | None, int]:
 def instructions(kinds: tuple[str, ...], path: Path) -> dict[str, int]:
     """Return the CPU instructions each worker kind executes on ``path`` (valgrind's callgrind).
 
-    Unlike seconds, the count is the same in every run whatever else the machine is doing, so a
-    ratio of counts settles what a noisy machine's timings leave open. All kinds run side by side
+    Unlike seconds, the count moves by a fraction of a percent from run to run whatever else the
+    machine is doing, so a ratio of counts settles what a noisy machine's timings leave open. All kinds run side by side
     (the counts do not depend on it), each with the same hash seed so sets and dicts are laid out
     alike from run to run.
     """
@@ -433,7 +434,8 @@ def main() -> None:
         "--instructions",
         action="store_true",
         help="also count the one-process figure's CPU instructions with valgrind (callgrind) on the "
-        "first anchor database: the same count every run, whatever the machine's load (a few minutes)",
+        "first anchor database: within a fraction of a percent from run to run, whatever the machine's load "
+        "(a minute or two)",
     )
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
