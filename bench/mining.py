@@ -318,8 +318,9 @@ def text_accuracy(path: Path) -> tuple[float | None, int]:
     return result.accuracy, result.total
 
 
-def instructions(kinds: tuple[str, ...], path: Path) -> dict[str, int]:
-    """Return the CPU instructions each worker kind executes on ``path`` (valgrind's callgrind).
+def instructions(kinds: tuple[str, ...], path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Return the CPU instructions each worker kind executes on ``path`` (valgrind's callgrind),
+    with the figures the worker printed.
 
     Unlike seconds, the count moves by a fraction of a percent from run to run whatever else the
     machine is doing, so a ratio of counts settles what a noisy machine's timings leave open. All kinds run side by side
@@ -340,23 +341,23 @@ def instructions(kinds: tuple[str, ...], path: Path) -> dict[str, int]:
                     "--db",
                     str(path),
                 ],
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
                 env={**os.environ, "PYTHONHASHSEED": "0"},
             )
             for kind in kinds
         }
-        counts: dict[str, int] = {}
+        counts: dict[str, tuple[int, dict[str, Any]]] = {}
         for kind, proc in procs.items():
-            _, err = proc.communicate()
+            printed, err = proc.communicate()
             out = Path(tmp) / f"{kind}.out"
             if proc.returncode != 0 or not out.is_file():
                 raise SystemExit(f"callgrind failed on {kind}: {err.strip()[-500:]}")
             totals = re.search(r"^(?:totals|summary): (\d+)", out.read_text(errors="replace"), re.M)
             if totals is None:
                 raise SystemExit(f"callgrind wrote no totals for {kind} ({out})")
-            counts[kind] = int(totals.group(1))
+            counts[kind] = (int(totals.group(1)), json.loads(printed.strip().splitlines()[-1]))
     return counts
 
 
@@ -369,13 +370,11 @@ def instructions_against_anchor(sessions: int, cache: Path) -> None:
         print("\ninstructions: valgrind is not installed (Debian's valgrind package); left out")
         return
     path = anchor_db(sessions, cache)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-    conn.close()
     print(f"\none process against the anchor's raw scan in CPU instructions (callgrind), {sessions} sessions")
     counts = instructions(("imports", "anchor_raw", "mining"), path)
+    messages = counts["anchor_raw"][1]["messages"]
     # Every worker starts the interpreter and imports the same modules first: that is subtracted.
-    work = {kind: counts[kind] - counts["imports"] for kind in ("anchor_raw", "mining")}
+    work = {kind: counts[kind][0] - counts["imports"][0] for kind in ("anchor_raw", "mining")}
     for kind, label in (("anchor_raw", "anchor raw"), ("mining", "mining")):
         print(f"    {label:<10} {work[kind] / messages:>10,.0f} instructions/msg  ({work[kind]:,} in all)")
     print(
