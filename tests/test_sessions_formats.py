@@ -433,8 +433,12 @@ def test_undetectable_and_unopenable_sources(tmp_path: Path) -> None:
     other = jsonl(tmp_path / "other.jsonl", {"rows": []})
     with pytest.raises(UnknownFormatError, match="no known session keys"):
         detect_format(other)
-    with pytest.raises(SourceError, match=r"directory without a state\.db"):
+    # A folder is read file by file, subfolders included: here no file holds sessions.
+    with pytest.raises(UnknownFormatError, match="none of the files in it or its subfolders"):
         iter_sessions(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match=r"directory without a state\.db .* without session files"):
+        iter_sessions(tmp_path / "empty")
     with pytest.raises(SourceError, match="no such file or directory"):
         iter_sessions(tmp_path / "missing.jsonl")
 

@@ -332,10 +332,10 @@ def test_a_json_document_of_unknown_shape_is_one_clear_error(tmp_path: Path, ind
 
 
 def test_a_folder_without_runs_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match=r"without \.json files"):
+    with pytest.raises(SourceError, match=r"without session files"):
         detect_format(tmp_path)
     write(tmp_path / "index.json", {"tasks": []})
-    with pytest.raises(UnknownFormatError, match=r"none of its \.json files"):
+    with pytest.raises(UnknownFormatError, match=r"none of the files in it or its subfolders"):
         detect_format(tmp_path)
 
 

@@ -21,7 +21,16 @@ import orjson
 
 from kindling.errors import SourceError
 from kindling.sessions.model import ReadReport
-from kindling.sessions.skips import INVALID_UTF8, MALFORMED_JSON, TRUNCATED_FILE, TRUNCATED_RECORD
+from kindling.sessions.skips import (
+    INVALID_UTF8,
+    MALFORMED_JSON,
+    NOT_AN_OBJECT,
+    TRUNCATED_FILE,
+    TRUNCATED_RECORD,
+)
+
+#: A JSONL line as ``iter_records`` yields it: its line number and its object.
+Record = tuple[int, dict[str, Any]]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -76,6 +85,35 @@ def open_lines(path: Path) -> Iterator[bytes]:
     else:
         with path.open("rb") as handle:
             yield from handle
+
+
+def iter_records(path: Path, report: ReadReport, *, lists: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)`` for each JSON object line of ``path``; count every bad line.
+
+    Reasons: ``invalid_utf8``, ``malformed_json``, ``truncated_record`` (the last line, cut short),
+    ``not_an_object`` (valid JSON that is not an object), ``truncated_file`` (a gzip stream that
+    ends early: the read stops there). ``lists`` yields JSON arrays too (a line holding one
+    conversation as a list of messages).
+    """
+    lines = open_lines(path)
+    number = 0
+    try:
+        for raw in lines:
+            number += 1
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                report.skip(bad_line_reason(raw))
+                continue
+            if not isinstance(value, dict) and not (lists and isinstance(value, list)):
+                report.skip(NOT_AN_OBJECT)
+                continue
+            yield number, value
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        report.skip(TRUNCATED_FILE)
 
 
 def bad_line_reason(raw: bytes) -> str:

@@ -3,14 +3,13 @@
 Each reader streams the file one line at a time (``.gz`` content is decompressed on the fly), so a
 file of any size reads in constant memory. A line that is not JSON, not UTF-8, or cut short by a
 truncated file is counted under its reason and the read goes on with the next line. OpenAI chat
-logs may also be one JSON array of ``{"messages": [...]}`` objects; such a document is parsed whole.
+logs may also be one JSON array of ``{"messages": [...]}`` objects, or a plain list of chat messages (one
+conversation, in a document or on each line); such a document is parsed whole.
 """
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -31,9 +30,9 @@ from kindling.sessions.convert import (
 )
 from kindling.sessions.files import (
     LEADING_BYTES,
-    bad_line_reason,
+    Record,
     epoch,
-    open_lines,
+    iter_records,
     peek,
     probe,
     read_document,
@@ -48,11 +47,10 @@ from kindling.sessions.skips import (
     NOT_AN_OBJECT,
     ORPHAN_TOOL_RESULT,
     TOOL_CALL_WITHOUT_NAME,
-    TRUNCATED_FILE,
     UNKNOWN_ROLE,
 )
 
-Record = tuple[int, dict[str, Any]]
+__all__ = ["iter_records", "read_hermes_export", "read_openai", "read_sharegpt", "sharegpt_messages"]
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
@@ -64,34 +62,6 @@ _SHAREGPT_ROLES = {
     "gpt": "assistant",
     "assistant": "assistant",
 }
-
-
-def iter_records(path: Path, report: ReadReport) -> Iterator[Record]:
-    """Yield ``(line_number, object)`` for each JSON object line of ``path``; count every bad line.
-
-    Reasons: ``invalid_utf8``, ``malformed_json``, ``truncated_record`` (the last line, cut short),
-    ``not_an_object`` (valid JSON that is not an object), ``truncated_file`` (a gzip stream that
-    ends early: the read stops there).
-    """
-    lines = open_lines(path)
-    number = 0
-    try:
-        for raw in lines:
-            number += 1
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                report.skip(bad_line_reason(raw))
-                continue
-            if not isinstance(value, dict):
-                report.skip(NOT_AN_OBJECT)
-                continue
-            yield number, value
-    except (EOFError, gzip.BadGzipFile, zlib.error):
-        report.skip(TRUNCATED_FILE)
 
 
 def _text(value: Any) -> str | None:
@@ -222,7 +192,7 @@ def read_openai(path: Path, report: ReadReport) -> Iterator[Session]:
 
 
 def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
-    for number, record in _records_or_array(path, report):
+    for number, record in _records_or_array(path, report, conversations=True):
         messages = record.get("messages")
         if not isinstance(messages, list):
             report.skip(MALFORMED_RECORD)
@@ -241,16 +211,45 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
         )
 
 
-def _records_or_array(path: Path, report: ReadReport) -> Iterator[Record]:
+def _is_conversation(value: Any) -> bool:
+    # A plain list of OpenAI chat messages (no {"messages": ...} around it) is one conversation.
+    first = (
+        next((item for item in value if isinstance(item, dict)), None) if isinstance(value, list) else None
+    )
+    return first is not None and "role" in first and "messages" not in first
+
+
+def _lines_of_lists(head: bytes) -> bool:
+    # JSONL whose lines are arrays: the first line is a whole JSON array and another line follows.
+    first, _, rest = head.partition(b"\n")
+    if not rest.strip():
+        return False
+    try:
+        return isinstance(orjson.loads(first), list)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _records_or_array(path: Path, report: ReadReport, *, conversations: bool = False) -> Iterator[Record]:
+    """Yield the records of a JSONL file or a JSON array; ``conversations`` reads a list of messages as one."""
     head = peek(path).lstrip(LEADING_BYTES)
-    if not head.startswith(b"["):
-        yield from iter_records(path, report)
+    if not head.startswith(b"[") or (conversations and _lines_of_lists(head)):
+        for number, value in iter_records(path, report, lists=conversations):
+            if isinstance(value, dict):
+                yield number, value
+            elif _is_conversation(value):
+                yield number, {"messages": value}
+            else:
+                report.skip(NOT_AN_OBJECT)
         return
     document = read_document(path, report)
     if document is None:
         return
     if not isinstance(document, list):
         report.skip(MALFORMED_RECORD)
+        return
+    if conversations and _is_conversation(document):
+        yield 1, {"messages": document}
         return
     for index, item in enumerate(document, start=1):
         if isinstance(item, dict):

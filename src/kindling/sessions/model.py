@@ -94,6 +94,7 @@ class Session:
 
     ``reward`` is set only where the source records one (tau-bench: 1.0 is success).
     ``metadata`` holds source-specific extras (task_id, trial, platform, title, ...).
+    ``cwd`` is the folder the agent worked in, where the source records one (coding agents do).
     """
 
     id: str
@@ -106,6 +107,7 @@ class Session:
     parent_id: str | None = None
     reward: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    cwd: str | None = None
 
     @property
     def message_count(self) -> int:
@@ -124,6 +126,7 @@ class Session:
             "parent_id": self.parent_id,
             "reward": self.reward,
             "metadata": dict(self.metadata),
+            "cwd": self.cwd,
             "messages": [message.as_dict() for message in self.messages],
         }
 
@@ -329,6 +332,7 @@ def with_messages(session: Session, rows: list[MessageRow]) -> Session:
         session.parent_id,
         session.reward,
         session.metadata,
+        session.cwd,
     )
 
 

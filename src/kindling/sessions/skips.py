@@ -31,6 +31,8 @@ DATABASE_ERROR = "database_error"
 COMPACTION_COPY = "compaction_copy"
 COMPACTION_SUMMARY = "compaction_summary"
 RECORDING_GAP = "recording_gap"
+# Well formed, but not the user's words (see kindling.sessions.claudecode and codex)
+AGENT_NOTE = "agent_note"
 
 #: Every skip reason, with what it means (the table in docs/sessions.md says the same).
 SKIP_REASONS: dict[str, str] = {
@@ -53,4 +55,5 @@ SKIP_REASONS: dict[str, str] = {
     COMPACTION_COPY: "a Hermes call (or its result) that compaction repeated, already read",
     COMPACTION_SUMMARY: "Hermes's compaction summary: its note about earlier turns, no message",
     RECORDING_GAP: "messages missing from a proxy recording (a gap in its sequence numbers)",
+    AGENT_NOTE: "text a coding agent put in the user's turn (a caveat, command output, an environment block, an interruption, a demonstration), no request",
 }

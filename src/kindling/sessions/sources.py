@@ -1,9 +1,10 @@
 """One entry point for every session source: detect the format, open it, stream canonical sessions.
 
 ``iter_sessions(source)`` accepts a Hermes ``state.db`` (or a Hermes home directory holding one),
-a ``postgresql://`` URL with Hermes tables, kindling's proxy store (SQLite file or URL), or a file
-in one of the JSON formats. The format is
-detected from the content, never from the file name alone; ``format=`` forces one.
+a ``postgresql://`` URL with Hermes tables, kindling's proxy store (SQLite file or URL), a file in
+one of the JSON formats, or a folder: every session file below it is read (a Claude Code home
+``~/.claude`` is read from its ``projects/``, a Codex home ``~/.codex`` from its ``sessions/``). The
+format is detected from the content, never from the file name alone; ``format=`` forces one.
 """
 
 from __future__ import annotations
@@ -33,9 +34,25 @@ OPENAI = "openai"
 TAU_BENCH = "tau-bench"
 TAU2_BENCH = "tau2-bench"
 PROXY = "proxy"
+CLAUDE_CODE = "claude-code"
+CODEX = "codex"
+OPENHANDS = "openhands"
+SWE_AGENT = "swe-agent"
 
 #: Every format name ``iter_sessions`` and ``--format`` accept.
-FORMATS: tuple[str, ...] = (HERMES, HERMES_EXPORT, SHAREGPT, OPENAI, TAU_BENCH, TAU2_BENCH, PROXY)
+FORMATS: tuple[str, ...] = (
+    HERMES,
+    HERMES_EXPORT,
+    SHAREGPT,
+    OPENAI,
+    TAU_BENCH,
+    TAU2_BENCH,
+    PROXY,
+    CLAUDE_CODE,
+    CODEX,
+    OPENHANDS,
+    SWE_AGENT,
+)
 
 # Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
 # session export rather than a plain OpenAI chat log.
@@ -69,17 +86,15 @@ def resolve_source(source: str | Path) -> str | Path:
         results = path / "results.json"
         if results.is_file() and (path / "simulations").is_dir():
             return results  # a tau2-bench run saved in its directory format
-        from kindling.sessions.taubench import document_files
-
         try:
-            has_documents = bool(document_files(path))
+            has_files = next(session_files(path), None) is not None
         except OSError as exc:
             raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-        if has_documents:
-            return path  # a directory of benchmark result files, read file by file
+        if has_files:
+            return path  # a folder of session files (a coding agent's home, benchmark results), read file by file
         raise SourceError(
             f"Cannot read {path}: it is a directory without a state.db (so not a Hermes home) "
-            "and without .json files (so not a folder of tau-bench / tau2-bench results).",
+            "and without session files (.jsonl, .json, .traj) in it or its subfolders.",
             path=path,
         )
     return path
@@ -202,8 +217,8 @@ def _document_format(path: Path) -> str | None:
     )
 
 
-def _directory_format(directory: Path) -> str:
-    """The format of a directory of benchmark result files: that of its first file holding runs."""
+def benchmark_directory_format(directory: Path) -> str | None:
+    """The format of a directory of benchmark result files (that of its first file holding runs), else None."""
     from kindling.sessions.taubench import document_files, document_format
 
     for path in document_files(directory):
@@ -214,8 +229,25 @@ def _directory_format(directory: Path) -> str:
         found = document_format(document)
         if found is not None:
             return found
+    return None
+
+
+def _directory_format(directory: Path) -> str:
+    """The format of a folder: its benchmark results', else that of the first session file below it."""
+    found = benchmark_directory_format(directory)
+    if found is not None:
+        return found
+    home = home_format(directory)
+    if home is not None:
+        return home
+    for path in session_files(directory):
+        try:
+            return detect_format(path)
+        except SourceError:
+            continue
     raise UnknownFormatError(
-        f"Cannot read {directory}: none of its .json files holds tau-bench runs or tau2-bench simulations.",
+        f"Cannot read {directory}: none of the files in it or its subfolders holds sessions "
+        "kindling can read.",
         path=directory,
     )
 
@@ -277,7 +309,22 @@ def _size(path: Path) -> int:
         return -1
 
 
-def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str | None:
+def _format_of_object(obj: dict[str, Any], *, in_array: bool = False) -> str | None:
+    from kindling.sessions.claudecode import is_claude_code_record
+    from kindling.sessions.codex import is_codex_record
+    from kindling.sessions.openhands import is_openhands_event
+    from kindling.sessions.sweagent import is_swe_agent_trajectory
+
+    if is_claude_code_record(obj):
+        return CLAUDE_CODE
+    if is_codex_record(obj):
+        return CODEX
+    if is_swe_agent_trajectory(obj):
+        return SWE_AGENT
+    if is_openhands_event(obj):
+        return OPENHANDS
+    if in_array and "role" in obj and "messages" not in obj:
+        return OPENAI  # a plain list of OpenAI chat messages: one conversation
     if "simulations" in obj:
         return TAU2_BENCH
     if "traj" in obj:
@@ -291,6 +338,20 @@ def _format_of_object(obj: dict[str, object], *, in_array: bool = False) -> str 
     return None
 
 
+# The coding agents' readers: (module, function), imported on demand.
+_AGENT_READERS: dict[str, tuple[str, str]] = {
+    CLAUDE_CODE: ("kindling.sessions.claudecode", "read_claude_code"),
+    CODEX: ("kindling.sessions.codex", "read_codex"),
+    OPENHANDS: ("kindling.sessions.openhands", "read_openhands"),
+    SWE_AGENT: ("kindling.sessions.sweagent", "read_swe_agent"),
+}
+
+
+def reader_for(fmt: str) -> Reader:
+    """Return the reader function of one file format (one of FORMATS except the database ones)."""
+    return _reader(fmt)
+
+
 def _reader(fmt: str) -> Reader:
     # Imported on demand: each reader module pulls in only what its format needs.
     if fmt == HERMES:
@@ -301,6 +362,12 @@ def _reader(fmt: str) -> Reader:
         from kindling.sessions.recorded import read_recorded
 
         return read_recorded
+    if fmt in _AGENT_READERS:
+        import importlib
+
+        module, name = _AGENT_READERS[fmt]
+        reader: Reader = getattr(importlib.import_module(module), name)
+        return reader
     if fmt in (HERMES_EXPORT, SHAREGPT, OPENAI):
         from kindling.sessions.jsonl import read_hermes_export, read_openai, read_sharegpt
 
@@ -345,9 +412,106 @@ def iter_sessions(
 
             return read_recorded(resolved, counts)
         return read_hermes_postgres(resolved, counts)
+    if resolved.is_dir() and fmt not in (TAU_BENCH, TAU2_BENCH):
+        return _counted(read_tree(resolved, counts, format), counts, resolved, format)
     sessions = _reader(fmt)(resolved, counts)
     # The Hermes and proxy readers count sessions, messages, calls and results as they build them.
     return sessions if fmt in (HERMES, PROXY) else _counted(sessions, counts, resolved, format)
+
+
+# ------------------------------------------------------------------------------------- folders
+
+#: Names a session file below a folder source may have.
+SESSION_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".traj")
+# Where a coding agent's home keeps its sessions, and the files there that are sessions.
+_HOMES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (CLAUDE_CODE, ("projects",), "*.jsonl"),
+    (CODEX, ("sessions", "archived_sessions"), "rollout-*.jsonl*"),
+)
+
+
+def home_format(directory: Path) -> str | None:
+    """``claude-code`` for a Claude Code home (``~/.claude``), ``codex`` for a Codex home, else None."""
+    if (directory / "projects").is_dir() and (
+        (directory / "settings.json").exists()
+        or directory.name == ".claude"
+        or _has(directory / "projects", "*.jsonl")
+    ):
+        return CLAUDE_CODE
+    if (directory / "sessions").is_dir() and _has(directory / "sessions", "rollout-*.jsonl*"):
+        return CODEX
+    return None
+
+
+def _has(directory: Path, pattern: str) -> bool:
+    return next(iter(sorted(directory.rglob(pattern))), None) is not None
+
+
+def session_files(directory: Path) -> Iterator[Path]:
+    """Yield the session files below ``directory`` in name order, subfolders included.
+
+    A coding agent's home yields only its session files (``projects/**/*.jsonl`` of ``~/.claude``,
+    ``sessions/**/rollout-*.jsonl`` of ``~/.codex``); any other folder every ``.jsonl``, ``.json``
+    and ``.traj`` file (gzip too), hidden folders left out, and an OpenHands event stream (an
+    ``events/`` folder of numbered files) as one source. Raises OSError when the folder cannot be listed.
+    """
+    home = home_format(directory)
+    for fmt, folders, pattern in _HOMES:
+        if fmt == home:
+            for folder in folders:
+                if (directory / folder).is_dir():
+                    yield from sorted((directory / folder).rglob(pattern))
+            return
+    yield from _walk(directory)
+
+
+def _walk(directory: Path) -> Iterator[Path]:
+    from kindling.sessions.openhands import is_event_directory
+
+    entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if entry.name == "events" and is_event_directory(entry):
+                yield entry
+            else:
+                yield from _walk(entry)
+        elif entry.name.endswith(SESSION_SUFFIXES) and entry.is_file():
+            yield entry
+
+
+def read_tree(
+    directory: Path, report: ReadReport, format: str | None = None, formats: set[str] | None = None
+) -> Iterator[Session]:
+    """Stream the sessions of every session file below ``directory``, each read in its own format.
+
+    A file whose format cannot be told (or that cannot be opened) is counted (``file_without_sessions``,
+    ``unreadable_file``) and the read goes on. ``formats`` collects the formats read.
+    """
+    from kindling.sessions.openhands import read_openhands
+    from kindling.sessions.skips import FILE_WITHOUT_SESSIONS, UNREADABLE_FILE
+
+    for path in session_files(directory):
+        try:
+            if path.is_dir():
+                fmt = OPENHANDS
+                sessions = read_openhands(path, report)
+            else:
+                fmt = format or detect_format(path)
+                if fmt in (HERMES, PROXY):
+                    report.skip(FILE_WITHOUT_SESSIONS)
+                    continue
+                sessions = _reader(fmt)(path, report)
+        except UnknownFormatError:
+            report.skip(FILE_WITHOUT_SESSIONS)
+            continue
+        except SourceError:
+            report.skip(UNREADABLE_FILE)
+            continue
+        if formats is not None:
+            formats.add(fmt)
+        yield from sessions
 
 
 def _shown(source: str | Path) -> str:
@@ -404,6 +568,12 @@ def summarize_source(
     resolved = resolve_source(source)
     fmt = format or detect_format(resolved)
     report = ReadReport()
+    formats: set[str] = set()
+    if isinstance(resolved, Path) and resolved.is_dir() and fmt not in (TAU_BENCH, TAU2_BENCH):
+        for _ in _counted(read_tree(resolved, report, format, formats), report, resolved, format):
+            if on_session is not None:
+                on_session(report)
+        return "+".join(sorted(formats)) or fmt, report
     for _ in iter_sessions(resolved, format, report=report):
         if on_session is not None:
             on_session(report)
