@@ -330,3 +330,43 @@ def test_sessions_stats_build_and_warm_on_each_format(folder: Path, isolated_hom
     warmed = runner.invoke(app, ["warm", "--auto", "--task", "fix the failing test", "--json"])
     assert warmed.exit_code == 0, warmed.output
     assert json.loads(warmed.output)["template"] == "agent"
+
+
+def test_sessions_without_data_suggests_the_sample_and_the_agent_homes(
+    isolated_homes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(isolated_homes))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    bare = runner.invoke(app, ["sessions"])
+    assert bare.exit_code == 2
+    assert "kindling sample" in bare.output and "kindling sessions PATH" in bare.output
+    shutil.copytree(CLAUDE / "projects", isolated_homes / ".claude" / "projects")
+    found = runner.invoke(app, ["sessions"])
+    assert found.exit_code == 2
+    assert f"kindling sessions {isolated_homes / '.claude'}" in " ".join(found.output.split())
+
+
+def test_a_plain_list_of_openai_messages_is_a_session(tmp_path: Path) -> None:
+    # An OpenAI-format conversation taken from a real run (OpenHands' basic trajectory, above),
+    # written as the plain message list an OpenAI client keeps, as a document and as JSONL.
+    (session,), _ = _read(FIXTURES / "openhands" / "basic.json")
+    messages = [m.as_dict() for m in session.messages]
+    document = tmp_path / "chat.json"
+    document.write_text(json.dumps(messages, indent=2))
+    lines = tmp_path / "chats.jsonl"
+    lines.write_text(json.dumps(messages) + "\n" + json.dumps(messages[:2]) + "\n")
+    (read,), report = _read(document)
+    assert detect_format(document) == "openai" and report.tool_calls == 2 and report.tool_results == 1
+    assert [m.as_dict() for m in read.messages] == messages
+    read_lines, report = _read(lines)
+    assert detect_format(lines) == "openai" and len(read_lines) == 2 and report.skipped == {}
+
+
+def test_a_folder_is_read_with_its_subfolders(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "swe-agent", tmp_path / "runs" / "a" / "b")
+    shutil.copytree(FIXTURES / "openhands", tmp_path / "runs" / "c")
+    sessions, _ = _read(tmp_path / "runs")
+    assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 6
+    result = runner.invoke(app, ["sessions", str(tmp_path / "runs"), "--json"])
+    assert json.loads(result.output)["sources"][0]["format"] == "openhands+swe-agent"

@@ -35,7 +35,8 @@ def sessions_command(
         list[str] | None,
         typer.Argument(
             help="Session sources: a Hermes state.db or Hermes home directory, a postgresql:// URL, "
-            "a JSONL/JSON file, or a folder of tau-bench / tau2-bench result files. "
+            "a JSONL/JSON/.traj file, or a folder (every session file in it and its subfolders; "
+            "~/.claude and ~/.codex are read where they keep their sessions). "
             "Default: $HERMES_HOME/state.db.",
             show_default=False,
         ),
@@ -45,7 +46,8 @@ def sessions_command(
         typer.Option(
             "--format",
             "-f",
-            help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench, proxy.",
+            help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench, proxy, "
+            "claude-code, codex, openhands, swe-agent.",
         ),
     ] = None,
     show: Annotated[
@@ -74,6 +76,8 @@ def sessions_command(
 
       kindling sessions trajectories.jsonl.gz results.json --json
 
+      kindling sessions ~/.claude ~/.codex
+
       kindling sessions ~/.hermes --list
 
       kindling sessions ~/.hermes --show 20260105_101500_a1b2c3
@@ -83,6 +87,8 @@ def sessions_command(
     from kindling.config import hermes_state_db
     from kindling.sessions import find_session_in, summarize_source
 
+    if not sources and not hermes_state_db().exists():
+        _no_default_source(hermes_state_db())
     paths: list[str] = list(sources) if sources else [str(hermes_state_db())]
     if show is not None:
         _source, session = find_session_in(paths, show, format)
@@ -114,6 +120,27 @@ def sessions_command(
         print_json({**totals, "sources": results})
         return
     _print_table(results, totals)
+    if not totals["sessions"]:
+        err_console.print(_SAMPLE_HINT, highlight=False, markup=False)
+
+
+_SAMPLE_HINT = (
+    "No sessions read. To try kindling on demo data: kindling sample, then "
+    'kindling sessions "$(kindling sample --quiet)".'
+)
+
+
+def _no_default_source(default: Path) -> None:
+    """Raise the error for ``kindling sessions`` without a source when Hermes has no state.db."""
+    from kindling.errors import SourceError
+    from kindling.sessions.sources import agent_homes
+
+    homes = agent_homes()
+    found = "; ".join(f"kindling sessions {folder} ({fmt} sessions are there)" for fmt, folder in homes)
+    hint = f"read another agent's history: {found}" if found else "name a source: kindling sessions PATH"
+    raise SourceError(
+        f"No Hermes sessions at {default}. Try demo data with kindling sample, or {hint}.", path=default
+    )
 
 
 def _list(paths: list[str], format: str | None, *, json_output: bool) -> None:

@@ -443,6 +443,37 @@ def home_format(directory: Path) -> str | None:
     return None
 
 
+def agent_homes(home: Path | None = None) -> list[tuple[str, Path]]:
+    """Return ``(format, folder)`` for each coding agent's home under ``home`` (default: the user's) holding sessions.
+
+    Claude Code's ``~/.claude`` (``CLAUDE_CONFIG_DIR`` overrides) and Codex's ``~/.codex``
+    (``CODEX_HOME`` overrides), each only when it holds a session file.
+    """
+    import os
+
+    base = home or Path.home()
+    found: list[tuple[str, Path]] = []
+    claude = (
+        Path(os.environ["CLAUDE_CONFIG_DIR"])
+        if home is None and os.environ.get("CLAUDE_CONFIG_DIR")
+        else base / ".claude"
+    )
+    codex = (
+        Path(os.environ["CODEX_HOME"]) if home is None and os.environ.get("CODEX_HOME") else base / ".codex"
+    )
+    for fmt, folder in ((CLAUDE_CODE, claude), (CODEX, codex)):
+        try:
+            if (
+                folder.is_dir()
+                and home_format(folder) == fmt
+                and next(session_files(folder), None) is not None
+            ):
+                found.append((fmt, folder))
+        except OSError:
+            continue
+    return found
+
+
 def _has(directory: Path, pattern: str) -> bool:
     return next(iter(sorted(directory.rglob(pattern))), None) is not None
 
