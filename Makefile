@@ -20,7 +20,8 @@ $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@ $(VENV)/.run-installed
 
-## run: install, then run kindling's main job on your Hermes sessions (or the bundled sample data):
+## run: install, then run kindling's main job on your Hermes sessions (else your Claude Code / Codex
+##      sessions in ~/.claude, ~/.codex; else the bundled sample data):
 ##      count the sessions, report failure rates, build a template, show the warm start for a task
 TASK ?= Fix the failing test in the parser module
 run: $(VENV)/.run-installed
@@ -33,16 +34,27 @@ run: $(VENV)/.run-installed
 	  WHY="$$SRC holds no sessions yet"; \
 	fi; \
 	if [ -n "$$WHY" ]; then \
+	  AGENTS=""; \
+	  for HOME_DIR in "$${CLAUDE_CONFIG_DIR:-$$HOME/.claude}" "$${CODEX_HOME:-$$HOME/.codex}"; do \
+	    if [ -d "$$HOME_DIR" ] && FOUND=$$($(BIN)/kindling sessions "$$HOME_DIR" --json 2>/dev/null) \
+	      && echo "$$FOUND" | grep -q '"sessions": [1-9]'; then AGENTS="$$AGENTS $$HOME_DIR"; fi; \
+	  done; \
+	  if [ -n "$$AGENTS" ]; then \
+	    SRC="$${AGENTS# }"; WHY=""; \
+	    echo "No Hermes sessions ($$(echo "$(HERMES_DB)")), but coding-agent sessions in $$SRC: reading them (read-only)."; \
+	  fi; \
+	fi; \
+	if [ -n "$$WHY" ]; then \
 	  SRC="$(SAMPLE_DB)"; export KINDLING_HOME="$(CURDIR)/build/sample/kindling"; \
 	  echo "$$WHY: using the bundled sample data ($$SRC); state goes to $$KINDLING_HOME."; \
 	  $(BIN)/kindling sample "$$SRC" --quiet >/dev/null; \
-	else \
+	elif [ "$$SRC" = "$(HERMES_DB)" ]; then \
 	  echo "Reading your Hermes sessions in $$SRC (read-only)."; \
 	fi; \
 	echo "kindling writes its state (template 'main') to $${KINDLING_HOME:-$$HOME/.kindling}; an unchanged rebuild adds no new version."; \
-	$(BIN)/kindling sessions "$$SRC"; \
-	$(BIN)/kindling stats "$$SRC"; \
-	$(BIN)/kindling build main "$$SRC" --tag main; \
+	$(BIN)/kindling sessions $$SRC; \
+	$(BIN)/kindling stats $$SRC; \
+	$(BIN)/kindling build main $$SRC --tag main; \
 	echo; echo "Warm start for the task: $(TASK)"; \
 	$(BIN)/kindling warm --auto --task "$(TASK)" --budget 1200
 

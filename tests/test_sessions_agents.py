@@ -370,3 +370,38 @@ def test_a_folder_is_read_with_its_subfolders(tmp_path: Path) -> None:
     assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 6
     result = runner.invoke(app, ["sessions", str(tmp_path / "runs"), "--json"])
     assert json.loads(result.output)["sources"][0]["format"] == "openhands+swe-agent"
+
+
+def test_make_run_uses_the_coding_agents_sessions_when_hermes_has_none(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    root = Path(__file__).parent.parent
+    home = tmp_path / "home"
+    shutil.copytree(CLAUDE / "projects", home / ".claude" / "projects")
+    shutil.copytree(CODEX / "sessions", home / ".codex" / "sessions")
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KINDLING_HERMES_HOME")
+        },
+        "HOME": str(home),
+        "HERMES_HOME": str(tmp_path / "hermes"),
+        "KINDLING_HOME": str(tmp_path / "kindling"),
+        "COLUMNS": "100",
+    }
+    # -o: the virtual environment is taken as installed (the test runs inside it).
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.run-installed", "run", "TASK=fix the failing test"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert "No Hermes sessions" in first and str(home / ".claude") in first and str(home / ".codex") in first
+    assert "bundled sample" not in done.stdout
+    assert (tmp_path / "kindling" / "templates").is_dir()
