@@ -7,12 +7,20 @@ Generates two sample databases (1,000 and 20,000 sessions by default), then prin
 * messages per second of ``iter_sessions`` against one plain ``SELECT`` over the same ``messages``
   table in the same run, as a ratio (the baseline does no parsing, pairing or object building).
 
-Usage: python bench/read_sessions.py [--quick] [--small N] [--large N] [--repeat N]
+and, for each coding agent's format (Claude Code, Codex CLI in both layouts, OpenHands, SWE-agent),
+the reader's speed against plain ``json.loads`` over the same lines (JSONL) or documents (JSON), as a
+ratio: the repository's real fixtures, copied into a folder many times over, read through
+``iter_sessions`` (detection, pairing, Session objects) and parsed by ``json.loads`` alone.
+
+Usage: python bench/read_sessions.py [--quick] [--small N] [--large N] [--repeat N] [--copies N]
+                                     [--formats-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -59,6 +67,69 @@ def select_seconds(path: Path) -> tuple[float, int]:
         conn.close()
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+#: format -> fixture folder, for the per-format ratios.
+AGENT_FORMATS = {
+    "claude-code": "claude-code",
+    "codex": "codex",
+    "codex (older layout)": "codex-legacy",
+    "openhands": "openhands",
+    "swe-agent": "swe-agent",
+}
+
+
+def _copies(folder: Path, target: Path, copies: int) -> list[Path]:
+    """Copy the fixture files of ``folder`` ``copies`` times into ``target``; return the files."""
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "NOTICE"]
+    out: list[Path] = []
+    for n in range(copies):
+        for path in files:
+            dest = target / f"copy{n}" / path.relative_to(folder)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+            out.append(dest)
+    return out
+
+
+def loads_seconds(files: list[Path]) -> float:
+    """Seconds to read every file and ``json.loads`` each JSONL line, or each JSON document whole."""
+    start = time.perf_counter()
+    for path in files:
+        data = path.read_bytes()
+        if path.suffix == ".jsonl":
+            for line in data.splitlines():
+                if line.strip():
+                    json.loads(line)
+        else:
+            json.loads(data)
+    return time.perf_counter() - start
+
+
+def agent_reader_seconds(folder: Path) -> tuple[float, ReadReport]:
+    report = ReadReport()
+    start = time.perf_counter()
+    for _session in iter_sessions(folder, report=report):
+        pass
+    return time.perf_counter() - start, report
+
+
+def agent_formats(copies: int, repeat: int) -> None:
+    """Print each coding agent's reading speed as a ratio against json.loads over the same input."""
+    with tempfile.TemporaryDirectory(prefix="kindling-bench-agents-") as tmp:
+        for label, fixture in AGENT_FORMATS.items():
+            target = Path(tmp) / fixture
+            files = _copies(FIXTURES / fixture, target, copies)
+            megabytes = sum(p.stat().st_size for p in files) / 1e6
+            baseline = min(loads_seconds(files) for _ in range(repeat))
+            reader, report = min((agent_reader_seconds(target) for _ in range(repeat)), key=lambda r: r[0])
+            print(
+                f"{label:<22} {megabytes:6.1f} MB, {report.sessions:,} sessions, {report.messages:,} messages: "
+                f"json.loads {baseline:.3f}s, iter_sessions {reader:.3f}s, ratio {baseline / reader:.2f}x "
+                "(target at least 0.5x)",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -67,9 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=1000, help="sessions in the small database")
     parser.add_argument("--large", type=int, default=20000, help="sessions in the large database")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs; the best is reported")
+    parser.add_argument("--copies", type=int, default=40, help="copies of each agent fixture read")
+    parser.add_argument("--formats-only", action="store_true", help="only the coding agents' formats")
     args = parser.parse_args(argv)
     small, large = (50, 1000) if args.quick else (args.small, args.large)
     repeat = 1 if args.quick else max(1, args.repeat)
+    agent_formats(4 if args.quick else max(1, args.copies), repeat)
+    if args.formats_only:
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="kindling-bench-") as tmp:
         paths = {}

@@ -118,11 +118,12 @@ def _read(path: Path, report: ReadReport) -> Iterator[Session]:
             report.skip(MALFORMED_RECORD)
             continue
         thread = _thread_for(record, threads, thread_of, fallback_id)
-        _note_context(thread, record)
+        moment = epoch(record.get("timestamp"))
+        _note_context(thread, record, moment)
         if kind == "assistant":
-            _assistant(thread, message, record, report)
+            _assistant(thread, message, moment, report)
         else:
-            _user(thread, message, record, report)
+            _user(thread, message, record, moment, report)
     for leaf, title in titles.items():
         owner = thread_of.get(leaf)
         if owner is not None:
@@ -170,8 +171,7 @@ def _thread_for(
     return thread
 
 
-def _note_context(thread: _Thread, record: dict[str, Any]) -> None:
-    moment = epoch(record.get("timestamp"))
+def _note_context(thread: _Thread, record: dict[str, Any], moment: float | None) -> None:
     if moment is not None:
         if thread.started_at is None:
             thread.started_at = moment
@@ -184,7 +184,7 @@ def _note_context(thread: _Thread, record: dict[str, Any]) -> None:
             thread.metadata[key] = value
 
 
-def _assistant(thread: _Thread, message: dict[str, Any], record: dict[str, Any], report: ReadReport) -> None:
+def _assistant(thread: _Thread, message: dict[str, Any], moment: float | None, report: ReadReport) -> None:
     model = message.get("model")
     if thread.model is None and isinstance(model, str) and model and not model.startswith("<"):
         thread.model = model  # "<synthetic>" marks a message Claude Code wrote itself
@@ -241,7 +241,7 @@ def _assistant(thread: _Thread, message: dict[str, Any], record: dict[str, Any],
             text,
             tuple(calls),
             reasoning=reasoning,
-            timestamp=epoch(record.get("timestamp")),
+            timestamp=moment,
         )
     )
 
@@ -252,9 +252,10 @@ def _joined(first: str | None, second: str | None) -> str | None:
     return first or second
 
 
-def _user(thread: _Thread, message: dict[str, Any], record: dict[str, Any], report: ReadReport) -> None:
+def _user(
+    thread: _Thread, message: dict[str, Any], record: dict[str, Any], moment: float | None, report: ReadReport
+) -> None:
     thread.last_message_id = None
-    moment = epoch(record.get("timestamp"))
     if record.get("isCompactSummary"):
         report.skip(COMPACTION_SUMMARY)  # Claude Code's summary of the turns before, no request
         return

@@ -156,11 +156,35 @@ def parse_document(data: bytes, report: ReadReport) -> Any:
         return None
 
 
+# The document detection parsed last, kept for the one read that follows it (a reader would parse
+# the same file again): keyed by path, size and modification time, taken once.
+_DETECTED: dict[Path, tuple[tuple[int, int], Any]] = {}
+
+
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def keep_detected(path: Path, document: Any) -> None:
+    """Keep the document detection just parsed from ``path`` for the next ``read_document`` of it."""
+    key = _stat_key(path)
+    _DETECTED.clear()
+    if key is not None and document is not None:
+        _DETECTED[path] = (key, document)
+
+
 def read_document(path: Path, report: ReadReport) -> Any:
     """Parse a whole-file JSON document (gzip or plain); None (counted) when it is not valid JSON.
 
     Raises SourceError when the file cannot be read.
     """
+    kept = _DETECTED.pop(path, None)
+    if kept is not None and kept[0] == _stat_key(path):
+        return kept[1]
     data = read_bytes(path, report)
     return None if data is None else parse_document(data, report)
 
@@ -185,12 +209,13 @@ def epoch(value: Any) -> float | None:
     text = value.strip()
     if not text:
         return None
-    try:
-        number = float(text)
-    except ValueError:
-        pass
-    else:
-        return number if math.isfinite(number) else None
+    if len(text) < 10 or text[4] != "-":  # "2025-…" is a date: skip the (raising) number parse
+        try:
+            number = float(text)
+        except ValueError:
+            pass
+        else:
+            return number if math.isfinite(number) else None
     if text[-1:] in ("Z", "z"):
         text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
     try:

@@ -24,7 +24,14 @@ from kindling.errors import (
     SourceError,
     UnknownFormatError,
 )
-from kindling.sessions.files import LEADING_BYTES, PEEK_BYTES, SQLITE_MAGIC, peek, read_document
+from kindling.sessions.files import (
+    LEADING_BYTES,
+    PEEK_BYTES,
+    SQLITE_MAGIC,
+    keep_detected,
+    peek,
+    read_document,
+)
 from kindling.sessions.model import ReadReport, Session
 
 HERMES = "hermes"
@@ -204,6 +211,7 @@ def _document_format(path: Path) -> str | None:
     document = read_document(path, ReadReport())
     if document is None:
         return None
+    keep_detected(path, document)  # the reader that follows takes it instead of parsing again
     found = _format_of_value(document)
     if found is not None:
         return found
