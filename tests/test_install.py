@@ -30,7 +30,7 @@ def test_uninstall_removes_its_link_and_environment(tmp_path: Path) -> None:
     done = _run("--uninstall", prefix=tmp_path, bindir=bindir)
     assert done.returncode == 0, done.stderr
     assert not (bindir / "kindling").exists() and not (bindir / "kindling").is_symlink()
-    assert not venv.exists()
+    assert not venv.exists() and not venv.parent.exists()
 
 
 def test_uninstall_leaves_another_kindling_alone(tmp_path: Path) -> None:
