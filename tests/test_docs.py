@@ -451,3 +451,22 @@ def test_every_page_is_in_the_site_nav() -> None:
     assert on_disk == listed, (
         f"not in mkdocs.yml's nav: {sorted(on_disk - listed)}; missing: {sorted(listed - on_disk)}"
     )
+
+
+def test_every_install_line_names_the_distribution() -> None:
+    """`kindling` on the package index is another project: installs name `kindling-agent`, extras included."""
+    wrong = re.compile(r"""(?:pip|pipx|uv pip|uv tool) install (?:-\S+ )*['"]?kindling(?![\w-])""")
+    extra = re.compile(r"""['"`\s]kindling\[[a-z,]+\]""")
+    files = [
+        *PAGES,
+        *sorted((ROOT / "src").rglob("*.py")),
+        ROOT / "Makefile",
+        *sorted((ROOT / "scripts").iterdir()),
+    ]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if wrong.search(line) or extra.search(line)
+    ]
+    assert not found, "install lines naming the wrong distribution (use kindling-agent):\n" + "\n".join(found)
