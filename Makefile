@@ -5,19 +5,26 @@ BIN := $(VENV)/bin
 SAMPLE_DB := build/sample/state.db
 HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
 
-.PHONY: run test services hermes-env lint typecheck lock clean
+.PHONY: run test install uninstall docs services hermes-env lint typecheck lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# An install under the distribution name `kindling` (an unrelated project's name on the package index) would put
+# a second copy of kindling's entry points beside this checkout's `kindling-agent`: it is removed first.
+DROP_OTHER_DIST = $(BIN)/pip uninstall -q -y kindling >/dev/null 2>&1 || true; rm -rf src/kindling.egg-info
+
 $(VENV)/.run-installed: requirements.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -r requirements.lock
+	@$(DROP_OTHER_DIST)
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
+# Constrained by the lock, so a dev dependency pyproject.toml gained since the lock was made still installs.
 $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock
-	$(BIN)/pip install -q --no-deps -e .
+	@$(DROP_OTHER_DIST)
+	$(BIN)/pip install -q -c requirements-dev.lock -e '.[dev]'
 	touch $@ $(VENV)/.run-installed
 
 ## run: install, then run kindling's main job on your Hermes sessions (else your Claude Code / Codex
@@ -58,9 +65,25 @@ run: $(VENV)/.run-installed
 	echo; echo "Warm start for the task: $(TASK)"; \
 	$(BIN)/kindling warm --auto --task "$(TASK)" --budget 1200
 
-## test: install dev extras, start or install what the tests need, lint, type-check, run the whole suite
-test: $(VENV)/.dev-installed services hermes-env lint typecheck
+## test: install dev extras, start or install what the tests need, lint, type-check, build the docs site
+##      (strict: a broken link or page fails), run the whole suite
+test: $(VENV)/.dev-installed services hermes-env lint typecheck docs
 	$(BIN)/python -m pytest
+
+## install: put `kindling` on your PATH: its own virtual environment under $(PREFIX)/share/kindling-agent and a link
+##      in $(PREFIX)/bin (or /usr/local/bin, as root, when $(PREFIX)/bin is not on the PATH; BINDIR=DIR chooses)
+PREFIX ?= $(HOME)/.local
+install:
+	@PYTHON="$(PYTHON)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" scripts/install
+
+## uninstall: remove what `make install` put in place
+uninstall:
+	@PYTHON="$(PYTHON)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" scripts/install --uninstall
+
+## docs: build the documentation site (mkdocs-material) into build/site; `$(BIN)/mkdocs serve` previews it
+docs: $(VENV)/.dev-installed
+	@# Not --quiet: it hides the warnings that --strict turns into a failed build.
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 ## hermes-env: Hermes Agent $(HERMES_VERSION) (pinned, with its dependencies) in its own cached virtual environment
 ##      under build/, with kindling installed into it so Hermes finds the plugin; the plugin's end-to-end tests run it

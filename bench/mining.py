@@ -1,6 +1,6 @@
 """Benchmark: kindling's full mining against a plain SQL pass over the same Hermes-style database.
 
-First, the figure issue 14 asks for: ``mine(iter_sessions(db))`` in one process against the
+First, the headline figure: ``mine(iter_sessions(db))`` in one process against the
 anchor's ``raw`` scan (``../shared/anchors/anchor_mining.py``: one SELECT, orjson, calls paired
 with results, no objects built), both on a database made by the anchor's own generator
 (``make_hermes_db.py``) with at least 300,000 messages and on one twice that size (peak memory),

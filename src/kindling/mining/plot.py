@@ -66,7 +66,7 @@ def draw_failure_rates(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ConfigError("Plotting needs matplotlib: pip install 'kindling[plot]'.") from exc
+        raise ConfigError("Plotting needs matplotlib: pip install 'kindling-agent[plot]'.") from exc
 
     cohorts = stats["cohorts"]
     names = [name for name, _low, _high in COHORTS]
