@@ -411,3 +411,28 @@ def test_a_source_without_steps_says_so(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="No step to replay in 1 sessions"):
         plan_eval([path], EvalOptions())
+
+
+def test_tool_definitions_recorded_with_the_sessions_are_offered_as_they_are(tmp_path: Path) -> None:
+    definition = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather now.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+    source = write_sessions(tmp_path / "s.jsonl")
+    records = [json.loads(line) for line in source.read_text().splitlines()]
+    source.write_text("\n".join(json.dumps({**r, "tools": [definition]}) for r in records) + "\n")
+    with plan_eval([source], EvalOptions(min_messages=1, sessions=3)) as plan:
+        catalog = plan.catalogs[0]
+        assert catalog.defined == {"get_weather"}
+        assert catalog.schemas["get_weather"] == definition["function"]["parameters"]
+        assert catalog.schemas["book_flight"] is not None  # the tools without a definition are inferred
+        offered = {t["function"]["name"]: t["function"] for t in plan.cases[0].tools}
+        assert offered["get_weather"]["parameters"]["required"] == ["city"]

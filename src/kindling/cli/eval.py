@@ -152,8 +152,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--base-url",
-                help="The model's endpoint: an OpenAI-compatible base URL (e.g. https://api.openai.com/v1), "
-                "or with --format anthropic https://api.anthropic.com.",
+                help="The model's endpoint: the base URL of an OpenAI-compatible API (OpenAI's ends in "
+                "/v1), or of Anthropic's with --format anthropic.",
             ),
         ],
         model: Annotated[str, typer.Option("--model", help="The model to evaluate.")],
@@ -204,7 +204,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 help="Results file: every answer, kept so a run resumes and a re-run costs nothing "
-                "(default $KINDLING_HOME/eval/results.jsonl).",
+                "(default: eval/results.jsonl in KINDLING_HOME).",
                 dir_okay=False,
             ),
         ] = None,
