@@ -42,9 +42,8 @@ def _run(plan: EvalPlan, server: ModelServer, results: Path, **options: Any) -> 
     endpoint = Endpoint(
         options.pop("base_url", server.base_url), "fake-model", options.pop("api_format", "openai")
     )
-    return run_eval(
-        plan, endpoint, api_key="test-key", results=results, concurrency=4, backoff=0.01, **options
-    )
+    options.setdefault("concurrency", 4)
+    return run_eval(plan, endpoint, api_key="test-key", results=results, backoff=0.01, **options)
 
 
 def _metric(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -93,6 +92,7 @@ def test_a_model_that_copies_past_examples_is_better_warm(plan: EvalPlan, tmp_pa
         "book_flight",
     }
     assert sum(row["cases"] for row in tools.values()) == report["cases"]["scored"]
+    assert report["schemas"] == {"defined": [], "inferred": sorted(tools), "none": []}
 
 
 def test_a_model_hurt_by_long_contexts_is_worse_warm(plan: EvalPlan, tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_rate_limits_and_server_errors_are_retried(plan: EvalPlan, tmp_path: Pat
     assert report["cases"]["scored"] == len(plan.cases) and report["verdict"]["outcome"] == "better"
 
 
-def test_a_refused_request_is_kept_as_such_and_a_refused_key_stops_the_run(
+def test_a_rejected_request_is_counted_and_asked_again_and_a_refused_key_stops_the_run(
     plan: EvalPlan, tmp_path: Path
 ) -> None:
     results = tmp_path / "r.jsonl"
@@ -148,14 +148,32 @@ def test_a_refused_request_is_kept_as_such_and_a_refused_key_stops_the_run(
         report = _run(plan, server, results, max_requests=10)
         assert report["cases"]["rejected"] == 1 and report["requests"]["rejected"] == 1
         assert report["cases"]["unanswered"] > 0 and "wait for answers" in report["verdict"]["line"]
+        assert len(results.read_text().splitlines()) == 9  # a rejection is not kept
         server.faults = [401]
         with pytest.raises(EndpointError, match="HTTP 401"):
             _run(plan, server, results)
         kept = len(results.read_text().splitlines())
-        assert 10 <= kept <= 13  # the first run's answers, and those in flight when the key was refused
+        assert 9 <= kept <= 12  # the first run's answers, and those in flight when the key was refused
         finished = _run(plan, server, results)
-    assert finished["cases"]["rejected"] == 1 and finished["cases"]["unanswered"] == 0
-    assert finished["cases"]["scored"] == len(plan.cases) - 1
+    assert finished["cases"]["rejected"] == 0 and finished["cases"]["unanswered"] == 0
+    assert finished["cases"]["scored"] == len(plan.cases)
+
+
+def test_an_endpoint_that_rejects_everything_stops_the_run(plan: EvalPlan, tmp_path: Path) -> None:
+    with ModelServer(CopiesExamples()) as server:
+        server.faults = [400] * 50
+        with pytest.raises(EndpointError, match=r"rejects every request.*--sampling default"):
+            _run(plan, server, tmp_path / "r.jsonl", concurrency=1)
+        assert len(server.requests) == 3
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_default_sampling_sends_neither_temperature_nor_max_tokens(plan: EvalPlan, tmp_path: Path) -> None:
+    with ModelServer(CopiesExamples()) as server:
+        endpoint = Endpoint(server.base_url, "fake-model", temperature=None, max_tokens=None)
+        run_eval(plan, endpoint, api_key="k", results=tmp_path / "r.jsonl", max_requests=2)
+        assert len(server.requests) == 2
+        assert all("temperature" not in body and "max_tokens" not in body for body in server.requests)
 
 
 def test_the_dry_run_counts_what_a_run_then_sends(plan: EvalPlan, tmp_path: Path) -> None:

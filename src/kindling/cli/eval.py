@@ -120,6 +120,11 @@ def _render(report: dict[str, Any]) -> None:
                 f"${tokens['price_per_mtok']:g} per million"
             )
         console.print(line + ".")
+    if report["schemas"]["none"]:
+        console.print(
+            f"No schema: {', '.join(report['schemas']['none'])} (no call of theirs worked and none was "
+            "defined: their arguments are only checked to be a JSON object)."
+        )
     requests = report["requests"]
     console.print(
         f"Requests this run: {requests['sent_this_run']:,} (retried {requests['retried']:,}); "
@@ -220,6 +225,13 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option("--price-per-mtok", min=0, help="Price of a million prompt tokens, for costs."),
         ] = None,
+        sampling: Annotated[
+            str,
+            typer.Option(
+                help="fixed: send --temperature and --max-tokens; default: send neither (for models that "
+                "take only their own, such as OpenAI's reasoning models)."
+            ),
+        ] = "fixed",
         temperature: Annotated[float, typer.Option(help="Sampling temperature of every request.")] = 0.0,
         max_tokens: Annotated[
             int, typer.Option(min=1, help="Largest answer of a request, in tokens.")
@@ -259,9 +271,15 @@ def register(app: typer.Typer) -> None:
 
             kindling eval runs/ --format anthropic --base-url https://api.anthropic.com --model claude-sonnet-4-5 --api-key-env ANTHROPIC_API_KEY --price-per-mtok 3
         """
+        from kindling.errors import ConfigError
         from kindling.eval import Endpoint, EvalOptions, estimate, plan_eval, run_eval
 
-        endpoint = Endpoint(base_url, model, api_format, temperature, max_tokens)
+        if sampling not in ("fixed", "default"):
+            raise ConfigError(f"Unknown --sampling {sampling!r}; use fixed or default.")
+        fixed = sampling == "fixed"
+        endpoint = Endpoint(
+            base_url, model, api_format, temperature if fixed else None, max_tokens if fixed else None
+        )
         endpoint.check()
         if plot is not None:
             from kindling.eval.plot import plot_format

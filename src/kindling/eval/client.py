@@ -4,9 +4,9 @@
 ``api_format="anthropic"``, Anthropic's Messages API (``AsyncAnthropic``, the ``anthropic`` extra).
 Retries are its own (the SDKs' are turned off) so they are counted: 408, 409, 429 and 5xx answers
 and refused connections are retried with exponential backoff, honouring ``Retry-After`` up to a
-minute. A request the endpoint rejects (400, 413, 422: too long, malformed for this model) is an
-answer of its own, kept with its reason; a wrong key, a missing model or running out of retries
-stops the run with an EndpointError.
+minute. A request the endpoint rejects (400, 413, 422: too long, malformed for this model) comes
+back as ``{"rejected": reason}``; a wrong key, a missing model or running out of retries raises an
+EndpointError.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ OPENAI = "openai"
 ANTHROPIC = "anthropic"
 FORMATS = (OPENAI, ANTHROPIC)
 MAX_RETRY_AFTER = 60.0
+ANTHROPIC_MAX_TOKENS = 1024
 _RETRIED = frozenset({408, 409, 429})
 _REJECTED = frozenset({400, 413, 422})
 
@@ -39,18 +40,20 @@ def request_body(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]],
     *,
-    temperature: float,
-    max_tokens: int,
+    temperature: float | None,
+    max_tokens: int | None,
 ) -> dict[str, Any]:
-    """Return the request body the endpoint gets (for ``api_format``) from OpenAI-format messages."""
+    """Return the request body the endpoint gets (for ``api_format``) from OpenAI-format messages.
+
+    ``temperature`` and ``max_tokens`` left None are not sent (the model's own defaults).
+    """
     if api_format == ANTHROPIC:
         return anthropic_request(model, messages, tools, temperature=temperature, max_tokens=max_tokens)
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [dict(m) for m in messages],
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-    }
+    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages]}
+    if temperature is not None:
+        body["temperature"] = temperature
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     if tools:
         body["tools"] = [dict(t) for t in tools]
     return body
@@ -61,17 +64,21 @@ def anthropic_request(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]],
     *,
-    temperature: float,
-    max_tokens: int,
+    temperature: float | None,
+    max_tokens: int | None,
 ) -> dict[str, Any]:
-    """Return a Messages API body: system text apart, tool calls as ``tool_use`` blocks."""
+    """Return a Messages API body: system text apart, tool calls as ``tool_use`` blocks.
+
+    The Messages API needs ``max_tokens``: None sends ``ANTHROPIC_MAX_TOKENS``.
+    """
     converted = to_anthropic(messages)
     body: dict[str, Any] = {
         "model": model,
         "messages": converted["messages"],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
+        "max_tokens": ANTHROPIC_MAX_TOKENS if max_tokens is None else max_tokens,
     }
+    if temperature is not None:
+        body["temperature"] = temperature
     if converted.get("system"):
         body["system"] = converted["system"]
     if tools:

@@ -151,6 +151,16 @@ def _verdict(
     return {"outcome": outcome, "metric": PRIMARY, "line": line}
 
 
+def _schemas(plan: EvalPlan) -> dict[str, list[str]]:
+    """Which tools' arguments were checked against a recorded definition, an inferred schema, or none."""
+    found: dict[str, set[str]] = {"defined": set(), "inferred": set(), "none": set()}
+    for catalog in plan.catalogs:
+        for name, schema in catalog.schemas.items():
+            kind = "none" if schema is None else "defined" if name in catalog.defined else "inferred"
+            found[kind].add(name)
+    return {kind: sorted(names) for kind, names in found.items()}
+
+
 def build_report(
     scored: Sequence[ScoredCase],
     *,
@@ -164,7 +174,8 @@ def build_report(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Return the report as JSON-ready data: ``metrics`` (one row per metric), ``tools`` (per
-    expected tool), ``tokens``, ``cases``, ``requests``, ``sessions`` and the ``verdict``."""
+    expected tool), ``tokens``, ``cases``, ``requests``, ``schemas`` (tools by where their schema
+    came from: ``defined``, ``inferred``, ``none``), ``sessions`` and the ``verdict``."""
     metrics = [row for metric in METRICS if (row := _row(metric, scored, seed)) is not None]
     by_tool: dict[str, list[ScoredCase]] = defaultdict(list)
     for item in scored:
@@ -193,6 +204,7 @@ def build_report(
             "steps_left_out": dict(sorted(plan.skipped.items())),
         },
         "requests": requests,
+        "schemas": _schemas(plan),
         "sessions": plan.counts,
         "templates": {str(fold): name for fold, name in sorted(plan.templates.items())},
         "read": plan.read.as_dict(),

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from kindling.errors import ConfigError
+from kindling.errors import ConfigError, EndpointError
 from kindling.eval.cache import ResultsCache, request_key
 from kindling.eval.client import FORMATS, OPENAI, ModelClient, request_body
 from kindling.eval.plan import EvalPlan, PlannedCase
@@ -26,19 +26,25 @@ from kindling.warmup.tokens import estimate_conversation_tokens, estimate_tokens
 
 __all__ = ["Endpoint", "estimate", "run_eval"]
 
+#: A run stops when its first answers, this many, are all rejections: every request would be.
+REFUSED_IN_A_ROW = 3
 #: Called with (answers stored so far, requests to send in all) while a run asks the model.
 Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where the model is and how it is asked (part of every request's key)."""
+    """Where the model is and how it is asked (part of every request's key).
+
+    ``temperature`` and ``max_tokens`` left None are not sent: the model's own defaults (OpenAI's
+    reasoning models take no other).
+    """
 
     base_url: str
     model: str
     api_format: str = OPENAI
-    temperature: float = 0.0
-    max_tokens: int = 1024
+    temperature: float | None = 0.0
+    max_tokens: int | None = 1024
 
     def check(self) -> None:
         """Raise ConfigError for an unusable setting."""
@@ -48,7 +54,7 @@ class Endpoint:
             raise ConfigError("--base-url is required: the endpoint of the model to evaluate.")
         if not self.model.strip():
             raise ConfigError("--model is required: the model to evaluate.")
-        if self.max_tokens < 1:
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise ConfigError(f"--max-tokens must be 1 or more, not {self.max_tokens}.")
 
     def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -157,15 +163,20 @@ async def _ask(
     requests: list[_Request],
     client: ModelClient,
     cache: ResultsCache,
+    rejected: dict[str, dict[str, Any]],
     concurrency: int,
     on_answer: Callable[[], None],
 ) -> None:
+    """Ask every request; answers go to ``cache``, rejections to ``rejected`` (never kept: a request
+    the endpoint refused costs nothing and is asked again next run)."""
     queue: asyncio.Queue[_Request] = asyncio.Queue()
     for request in requests:
         queue.put_nowait(request)
     failure: list[BaseException] = []
+    accepted = 0
 
     async def worker() -> None:
+        nonlocal accepted
         while not failure:
             try:
                 request = queue.get_nowait()
@@ -176,7 +187,20 @@ async def _ask(
             except Exception as exc:  # the first failure stops every worker; answers so far are kept
                 failure.append(exc)
                 return
-            cache.put(request.key, answer)
+            if "rejected" in answer:
+                rejected[request.key] = answer
+                if not accepted and len(rejected) >= REFUSED_IN_A_ROW:
+                    failure.append(
+                        EndpointError(
+                            f"{client.base_url} rejects every request ({answer['rejected']}); check --model, "
+                            "and try --sampling default for a model that takes no temperature or max_tokens.",
+                            base_url=client.base_url,
+                        )
+                    )
+                    return
+            else:
+                accepted += 1
+                cache.put(request.key, answer)
             on_answer()
 
     try:
@@ -234,6 +258,7 @@ def run_eval(
         timeout=timeout,
     )
     done = 0
+    rejected_now: dict[str, dict[str, Any]] = {}
 
     def answered() -> None:
         nonlocal done
@@ -243,14 +268,15 @@ def run_eval(
 
     try:
         if send:
-            asyncio.run(_ask(send, client, cache, concurrency, answered))
+            asyncio.run(_ask(send, client, cache, rejected_now, concurrency, answered))
     finally:
         cache.close()
     scored: list[ScoredCase] = []
     unanswered = rejected = 0
     no_schema = 0
     for planned, cold, warm in pairs:
-        cold_answer, warm_answer = cache.get(cold.key), cache.get(warm.key)
+        cold_answer = cache.get(cold.key) or rejected_now.get(cold.key)
+        warm_answer = cache.get(warm.key) or rejected_now.get(warm.key)
         if cold_answer is None or warm_answer is None:
             unanswered += 1
             continue
