@@ -8,10 +8,10 @@ provider accepts. The recorded calls are kept beside the messages in the same fo
 call is compared with the recorded one in the same words.
 
 ``recorded_calls`` is the light form, calls only, for the training side (its failure classes and
-the tools' schemas). ``cases_of`` makes the cases of a prepared session: at each of its first ``steps`` agent
-tool-call steps whose calls worked (a session that succeeded only), the conversation before that
-step and the calls it made; and at each of its first ``steps`` calls that failed, the conversation
-before it, the failed call and its error class.
+the tools' schemas). ``cases_of`` makes the cases of a prepared session: at each of its first
+``steps`` agent tool-call steps whose calls worked (a session that succeeded only), the
+conversation before that step and the calls it made; and at each of its first ``steps`` calls that
+failed, the conversation before it, the failed call and its error class.
 """
 
 from __future__ import annotations
