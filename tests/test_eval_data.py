@@ -72,7 +72,8 @@ def small(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[EvalPlan, dict[str, Any], list[dict[str, Any]]]]:
     # Personal data as recorded, so a request can be matched to its raw session here.
-    with plan_eval(SOURCES, EvalOptions(sessions=8, seed=7, keep_personal_data=True)) as plan:
+    # Two folds: two template builds instead of five, for a subset this small.
+    with plan_eval(SOURCES, EvalOptions(sessions=8, seed=7, folds=2, keep_personal_data=True)) as plan:
         report, requests = _run(plan, tmp_path_factory.mktemp("small") / "r.jsonl")
         yield plan, report, requests
 
