@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from kindling import __version__
 from kindling.cli import confirm, cron, hermes, hooks, mcp, proxy, review, sessions, stats, templates
+from kindling.cli import eval as eval_cli
 from kindling.cli.common import err_console
 from kindling.config import raise_errors
 from kindling.errors import KindlingError
@@ -120,7 +121,7 @@ def _root(
     """
 
 
-for _module in (sessions, stats, templates, review, confirm, cron, hermes, hooks, proxy, mcp):
+for _module in (sessions, stats, templates, eval_cli, review, confirm, cron, hermes, hooks, proxy, mcp):
     _module.register(app)
 
 

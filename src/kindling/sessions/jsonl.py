@@ -185,7 +185,8 @@ def _compressed_segments(record: dict[str, Any], count: int) -> frozenset[int]:
 def read_openai(path: Path, report: ReadReport) -> Iterator[Session]:
     """Stream sessions from OpenAI chat logs: ``{"messages": [...]}`` per line, or a JSON array.
 
-    Raises SourceError when the file cannot be opened.
+    A record's ``metadata`` object becomes the session's, and its ``tools`` (the tool definitions the
+    agent was given) go to ``metadata["tools"]``. Raises SourceError when the file cannot be opened.
     """
     probe(path)
     return _openai(path, report)
@@ -198,7 +199,11 @@ def _openai(path: Path, report: ReadReport) -> Iterator[Session]:
             report.skip(MALFORMED_RECORD)
             continue
         session_id = str(record.get("id") or f"{path.name}:{number}")
-        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        found = record.get("metadata")
+        metadata: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+        if isinstance(record.get("tools"), list):
+            # The tool definitions the agent was given (fine-tuning logs keep them beside the messages).
+            metadata["tools"] = record["tools"]
         yield Session(
             session_id,
             "openai",
