@@ -229,10 +229,17 @@ def test_pending_approve_and_deny_from_a_terminal(tmp_path: Path, monkeypatch: p
         assert code == 1 and "412" in err
         code, out, _ = invoke("deny", second["id"], "--reason", "no")
         assert code == 0 and "denied by alice" in out
-        assert invoke("approve", second["id"])[0] == 1
+        # A decided request: one line saying what it became, and no card promising a countdown.
+        for verb in ("approve", "deny"):
+            code, out, err = invoke(verb, second["id"])
+            assert code == 1 and out == "", out
+            assert err.startswith(f"Error: {second['id']} (drop_table) is already denied by alice at ")
+            assert err.rstrip().endswith(f"UTC; nothing to {verb}.") and "left)" not in err
         # An agent token cannot decide from the terminal either.
+        with ConfirmClient(server.base_url, tokens.agent) as agent:
+            third = agent.submit("drop_index", "Drop an index", {"index": "users_email"})
         monkeypatch.setenv("KINDLING_CONFIRM_APPROVER_TOKEN", tokens.agent)
-        code, _, err = invoke("deny", second["id"])
+        code, _, err = invoke("deny", third["id"])
         assert code == 1 and "403" in err
     assert store.get(first["id"]).reason == "checked" and store.get(second["id"]).status == "denied"
     store.close()
