@@ -7,18 +7,26 @@ HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
 
 .PHONY: run test services hermes-env lint typecheck lock clean
 
+# Installing says what it does (it takes a minute or two the first time) and is quiet otherwise.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@echo "Creating a virtual environment in $(VENV) ..."
+	@$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.run-installed: requirements.lock pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.lock
-	$(BIN)/pip install -q --no-deps -e .
-	touch $@
+	@echo "Installing kindling's dependencies into $(VENV) (pinned in requirements.lock; a minute or two) ..."
+	@$(BIN)/pip install -q -r requirements.lock
+	@echo "Installing kindling itself into $(VENV) (editable) ..."
+	@$(BIN)/pip install -q --no-deps -e .
+	@touch $@
+	@echo "Installed: $(BIN)/kindling"
 
 $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -r requirements-dev.lock
-	$(BIN)/pip install -q --no-deps -e .
-	touch $@ $(VENV)/.run-installed
+	@echo "Installing kindling's development dependencies into $(VENV) (requirements-dev.lock; a few minutes) ..."
+	@$(BIN)/pip install -q -r requirements-dev.lock
+	@echo "Installing kindling itself into $(VENV) (editable) ..."
+	@$(BIN)/pip install -q --no-deps -e .
+	@touch $@ $(VENV)/.run-installed
+	@echo "Installed: $(BIN)/kindling and the test tools"
 
 ## run: install, then run kindling's main job on your Hermes sessions (or the bundled sample data):
 ##      count the sessions, report failure rates, build a template, show the warm start for a task
