@@ -30,6 +30,24 @@ def test_path_follows_home_and_db(isolated_homes: Path) -> None:
     assert code == 0 and "secret" not in out and "postgresql" in out
 
 
+def test_token_and_rule_lists_never_cut_a_value_at_80_columns(isolated_homes: Path) -> None:
+    name = "release-approver-for-the-payments-team"
+    assert invoke("token", "create", "--role", "approver", "--name", name)[0] == 0
+    assert invoke("whitelist", "add", "read_*", "--session", "telegram:1234567890:thread-abcdef-0042")[0] == 0
+    [token] = json.loads(invoke("token", "list", "--json")[1])
+    for columns in ("80", "200"):
+        for args, values in (
+            (["token", "list"], (name, token["id"], "approver")),
+            (["whitelist", "list"], ("read_*", "telegram:1234567890:thread-abcdef-0042")),
+        ):
+            result = runner.invoke(app, ["confirm", *args], env={"COLUMNS": columns})
+            assert result.exit_code == 0, result.output
+            lines = result.stdout.splitlines()
+            assert "…" not in result.stdout and max(len(line) for line in lines) <= int(columns)
+            for value in values:
+                assert any(value in line for line in lines), (args, columns, value, result.stdout)
+
+
 def test_tokens_whitelist_audit_and_status(isolated_homes: Path) -> None:
     code, out, err = invoke("token", "create", "--role", "approver", "--name", "alice")
     assert code == 0 and out.strip().startswith("kct_") and "only this once" in err

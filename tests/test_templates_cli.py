@@ -114,6 +114,19 @@ def test_bare_templates_lists_them(built: Path) -> None:
     assert misplaced.exit_code == 1 and "after the command" in misplaced.output
 
 
+def test_list_never_cuts_a_value_at_80_columns(sample_db: Path) -> None:
+    name = "customer-support-refunds-and-exchanges"
+    assert run("build", name, str(sample_db), "--tag", "support", "--tag", "billing").exit_code == 0
+    for columns in ("80", "200"):
+        result = runner.invoke(app, ["templates", "list"], env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert "…" not in result.output and max(len(line) for line in lines) <= int(columns)
+        updated = JsonDirStore(templates_dir()).get(name).updated_at
+        for value in (name, "support, billing", updated):
+            assert any(value in line for line in lines), (columns, value, result.output)
+
+
 def test_show_prints_every_example_whole_at_80_columns(built: Path) -> None:
     """Arguments used to wrap a few characters a line in a five-column table, and were cut at 80."""
     result = runner.invoke(app, ["templates", "show", "sample"], env={"COLUMNS": "80"})

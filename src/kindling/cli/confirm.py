@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, print_records
 
 DbOption = Annotated[
     str | None,
@@ -193,10 +193,8 @@ def token_list(db: DbOption = None, json_output: JsonOption = False) -> None:
     if json_output:
         print_json([t.__dict__ for t in tokens])
         return
-    table = Table("name", "role", "id", "created", "revoked")
-    for t in tokens:
-        table.add_row(t.name, t.role, t.id, _when(t.created_at), _when(t.revoked_at))
-    console.print(table)
+    rows = [[t.name, t.role, t.id, _when(t.created_at), _when(t.revoked_at)] for t in tokens]
+    print_records(["name", "role", "id", "created", "revoked"], rows, caption="times in UTC")
 
 
 @token_app.command("revoke")
@@ -229,10 +227,8 @@ def whitelist_list(db: DbOption = None, json_output: JsonOption = False) -> None
     if json_output:
         print_json([r.__dict__ for r in rules])
         return
-    table = Table("id", "action", "session", "by", "created")
-    for r in rules:
-        table.add_row(str(r.id), r.action, r.session_key or "(all)", r.created_by, _when(r.created_at))
-    console.print(table)
+    rows = [[str(r.id), r.action, r.session_key or "(all)", r.created_by, _when(r.created_at)] for r in rules]
+    print_records(["id", "action", "session", "by", "created"], rows, heading=1, caption="times in UTC")
 
 
 @whitelist_app.command("remove")

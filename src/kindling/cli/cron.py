@@ -9,12 +9,9 @@ from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
-from rich import box
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, fixed_columns_width, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, print_records
 
 cron_app = typer.Typer(
     name="cron",
@@ -267,7 +264,7 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     """List jobs with their schedule, next run and last status.
 
     A table when it fits the terminal; on a narrower one, each job as a short block, so no value is
-    ever cut or folded.
+    ever cut.
     """
     store = _store(db, create=False)
     jobs = store.list()
@@ -292,24 +289,7 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
         state = _state(job)
         upcoming = _cell_when(job.next_run_at) if state == "scheduled" else state
         rows.append([job.id, job.name, job.kind, job.schedule, upcoming, status])
-    if fixed_columns_width(rows, headers) <= console.width:
-        table = Table(box=box.SIMPLE_HEAD, caption="times in UTC", caption_justify="left")
-        for column in headers:
-            table.add_column(column, no_wrap=True)
-        for row in rows:
-            # Text, not markup: names and schedules are the user's own text.
-            table.add_row(*(Text(cell) for cell in row))
-        console.print(table)
-    else:
-        for job_id, name, *values in rows:
-            console.print(Text.assemble((name, "bold"), f"  {job_id}"))
-            fields = Table.grid(padding=(0, 2))
-            fields.add_column(no_wrap=True, style="dim")
-            fields.add_column(overflow="fold")
-            for label, value in zip(headers[2:], values, strict=True):
-                fields.add_row(label, Text(value))
-            console.print(Padding(fields, (0, 0, 0, 2)))
-        console.print("times in UTC", highlight=False)
+    print_records(headers, rows, heading=1, caption="times in UTC")
     for line in errors:
         console.print(Text(f"last error of {line}"), highlight=False)
 

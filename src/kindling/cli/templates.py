@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json, progress_bar, show_progress
+from kindling.cli.common import (
+    JsonOption,
+    console,
+    err_console,
+    print_json,
+    print_records,
+    progress_bar,
+    show_progress,
+)
 
 if TYPE_CHECKING:
     from kindling.templates.store import TemplateStore
@@ -332,11 +339,8 @@ def register(app: typer.Typer) -> None:
         if not templates:
             console.print(f"No templates in {opened.location}. Build one with `kindling build NAME SOURCE`.")
             return
-        table = Table(title=f"Templates in {opened.location}", title_justify="left")
-        for column in ("name", "type", "tags", "examples", "version", "uses", "updated"):
-            table.add_column(column, justify="right" if column in ("examples", "version", "uses") else "left")
-        for t in templates:
-            table.add_row(
+        rows = [
+            [
                 t.name,
                 t.task_type or "-",
                 ", ".join(t.tags) or "-",
@@ -344,8 +348,15 @@ def register(app: typer.Typer) -> None:
                 str(t.version),
                 str(t.usage_count),
                 t.updated_at,
-            )
-        console.print(table)
+            ]
+            for t in templates
+        ]
+        print_records(
+            ["name", "type", "tags", "examples", "version", "uses", "updated"],
+            rows,
+            title=f"Templates in {opened.location}",
+            right=frozenset({"examples", "version", "uses"}),
+        )
 
     @templates_app.command("show")
     def show_command(
