@@ -7,25 +7,33 @@ HERMES_DB := $(or $(HERMES_HOME),$(HOME)/.hermes)/state.db
 
 .PHONY: run test install uninstall docs services hermes-env lint typecheck lock clean
 
+# Installing says what it does (it takes a minute or two the first time) and is quiet otherwise.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@echo "Creating a virtual environment in $(VENV) ..."
+	@$(PYTHON) -m venv $(VENV)
 
 # An install under the distribution name `kindling` (an unrelated project's name on the package index) would put
 # a second copy of kindling's entry points beside this checkout's `kindling-agent`: it is removed first.
 DROP_OTHER_DIST = $(BIN)/pip uninstall -q -y kindling >/dev/null 2>&1 || true; rm -rf src/kindling.egg-info
 
 $(VENV)/.run-installed: requirements.lock pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.lock
+	@echo "Installing kindling's dependencies into $(VENV) (pinned in requirements.lock; a minute or two) ..."
+	@$(BIN)/pip install -q -r requirements.lock
 	@$(DROP_OTHER_DIST)
-	$(BIN)/pip install -q --no-deps -e .
-	touch $@
+	@echo "Installing kindling itself into $(VENV) (editable) ..."
+	@$(BIN)/pip install -q --no-deps -e .
+	@touch $@
+	@echo "Installed: $(BIN)/kindling"
 
 # Constrained by the lock, so a dev dependency pyproject.toml gained since the lock was made still installs.
 $(VENV)/.dev-installed: requirements-dev.lock pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -r requirements-dev.lock
+	@echo "Installing kindling's development dependencies into $(VENV) (requirements-dev.lock; a few minutes) ..."
+	@$(BIN)/pip install -q -r requirements-dev.lock
 	@$(DROP_OTHER_DIST)
-	$(BIN)/pip install -q -c requirements-dev.lock -e '.[dev]'
-	touch $@ $(VENV)/.run-installed
+	@echo "Installing kindling itself into $(VENV) (editable) ..."
+	@$(BIN)/pip install -q -c requirements-dev.lock -e '.[dev]'
+	@touch $@ $(VENV)/.run-installed
+	@echo "Installed: $(BIN)/kindling and the test tools"
 
 ## run: install, then run kindling's main job on your Hermes sessions (else your Claude Code / Codex
 ##      sessions in ~/.claude, ~/.codex; else the bundled sample data):

@@ -30,6 +30,24 @@ def test_path_follows_home_and_db(isolated_homes: Path) -> None:
     assert code == 0 and "secret" not in out and "postgresql" in out
 
 
+def test_token_and_rule_lists_never_cut_a_value_at_80_columns(isolated_homes: Path) -> None:
+    name = "release-approver-for-the-payments-team"
+    assert invoke("token", "create", "--role", "approver", "--name", name)[0] == 0
+    assert invoke("whitelist", "add", "read_*", "--session", "telegram:1234567890:thread-abcdef-0042")[0] == 0
+    [token] = json.loads(invoke("token", "list", "--json")[1])
+    for columns in ("80", "200"):
+        for args, values in (
+            (["token", "list"], (name, token["id"], "approver")),
+            (["whitelist", "list"], ("read_*", "telegram:1234567890:thread-abcdef-0042")),
+        ):
+            result = runner.invoke(app, ["confirm", *args], env={"COLUMNS": columns})
+            assert result.exit_code == 0, result.output
+            lines = result.stdout.splitlines()
+            assert "…" not in result.stdout and max(len(line) for line in lines) <= int(columns)
+            for value in values:
+                assert any(value in line for line in lines), (args, columns, value, result.stdout)
+
+
 def test_tokens_whitelist_audit_and_status(isolated_homes: Path) -> None:
     code, out, err = invoke("token", "create", "--role", "approver", "--name", "alice")
     assert code == 0 and out.strip().startswith("kct_") and "only this once" in err
@@ -229,10 +247,17 @@ def test_pending_approve_and_deny_from_a_terminal(tmp_path: Path, monkeypatch: p
         assert code == 1 and "412" in err
         code, out, _ = invoke("deny", second["id"], "--reason", "no")
         assert code == 0 and "denied by alice" in out
-        assert invoke("approve", second["id"])[0] == 1
+        # A decided request: one line saying what it became, and no card promising a countdown.
+        for verb in ("approve", "deny"):
+            code, out, err = invoke(verb, second["id"])
+            assert code == 1 and out == "", out
+            assert err.startswith(f"Error: {second['id']} (drop_table) is already denied by alice at ")
+            assert err.rstrip().endswith(f"UTC; nothing to {verb}.") and "left)" not in err
         # An agent token cannot decide from the terminal either.
+        with ConfirmClient(server.base_url, tokens.agent) as agent:
+            third = agent.submit("drop_index", "Drop an index", {"index": "users_email"})
         monkeypatch.setenv("KINDLING_CONFIRM_APPROVER_TOKEN", tokens.agent)
-        code, _, err = invoke("deny", second["id"])
+        code, _, err = invoke("deny", third["id"])
         assert code == 1 and "403" in err
     assert store.get(first["id"]).reason == "checked" and store.get(second["id"]).status == "denied"
     store.close()

@@ -68,6 +68,12 @@ def _submit(base: str, token: str, action: str, details: object) -> dict[str, ob
     return dict(r.json())
 
 
+def _open_link(page: Any, base: str, token: str) -> None:
+    """Open the sign-in link the daemon prints (``/ui/login#token=...``) and wait for the signed-in page."""
+    page.goto(f"{base}/ui/login#token={token}")
+    page.wait_for_url(f"{base}/ui")
+
+
 def test_sign_in_rules_and_csrf(daemon: tuple[str, Tokens, ConfirmationStore]) -> None:
     base, tokens, store = daemon
     request = _submit(base, tokens.agent, "delete_data", {"table": "users"})
@@ -163,10 +169,7 @@ def test_browser_signs_in_sees_details_and_approves(
     base, tokens, store = daemon
     long_detail = "line of the migration plan\n" * 400
     first = _submit(base, tokens.agent, "migrate_database", {"plan": long_detail, "tables": ["a", "b"]})
-    page.goto(f"{base}/ui/login#token={tokens.approver}")
-    # The sign-in URL's fragment fills the token field and is then removed from the address.
-    expect(page.locator("#token")).to_have_value(tokens.approver)
-    page.click("#signin")
+    _open_link(page, base, tokens.approver)
     card = page.locator(f"#req-{first['id']}")
     expect(card).to_be_visible()
     details = card.locator("pre.details").inner_text()
@@ -209,8 +212,7 @@ def test_a_request_expiring_under_the_pointer_never_moves_another_under_it(
         headers=auth(tokens.agent),
     ).json()
     target = _submit(base, tokens.agent2, "wipe_database", {"cmd": "rm -rf /var/lib/postgresql/*"})
-    page.goto(f"{base}/ui/login#token={tokens.approver}")
-    page.click("#signin")
+    _open_link(page, base, tokens.approver)
     first = page.locator(f"#req-{doomed['id']}")
     expect(first.locator("button.approve")).to_be_enabled()
     box = first.locator("button.approve").bounding_box()
@@ -259,9 +261,116 @@ def test_misleading_characters_are_marked_on_the_page(
     sneaky = _submit(
         base, tokens.agent, "restore_backup", {"bucket": "acme-backups-st\u0430ging", "env\u200b": "prod"}
     )
-    page.goto(f"{base}/ui/login#token={tokens.approver}")
-    page.click("#signin")
+    _open_link(page, base, tokens.approver)
     card = page.locator(f"#req-{sneaky['id']}")
     expect(card.locator(".warning")).to_contain_text("2 characters")
     expect(card.locator("mark.lookalike")).to_have_attribute("title", "U+0430 lookalike")
     expect(card.locator("mark.invisible")).to_have_text("[U+200B]")
+
+
+@pytest.mark.browser
+def test_the_sign_in_link_signs_in_and_never_switches_a_signed_in_browser(
+    daemon: tuple[str, Tokens, ConfirmationStore], page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    base, tokens, _store = daemon
+    page.goto(f"{base}/ui/login#token={tokens.approver}")
+    # Signed in with no click, and the token left the address bar.
+    page.wait_for_url(f"{base}/ui")
+    expect(page.locator("header")).to_contain_text("signed in as alice")
+    assert "token" not in page.url
+    # A link with another token does not switch a browser that is signed in: it fills the form
+    # and says who is signed in; the approver chooses.
+    page.goto(f"{base}/ui/login#token={tokens.approver2}")
+    expect(page.locator("#signed-in")).to_contain_text("alice")
+    expect(page.locator("#token")).to_have_value(tokens.approver2)
+    assert page.url == f"{base}/ui/login"
+    page.goto(f"{base}/ui")
+    expect(page.locator("header")).to_contain_text("signed in as alice")
+    # A link with a token the daemon does not know shows the refusal once (no loop of posts).
+    fresh = page.context.browser.new_context()
+    try:
+        other = fresh.new_page()
+        other.goto(f"{base}/ui/login#token=kct_unknown")
+        expect(other.locator("#error")).to_contain_text("unknown or revoked")
+        other.wait_for_timeout(300)
+        assert other.url == f"{base}/ui/login" and other.locator("#error").count() == 1
+    finally:
+        fresh.close()
+
+
+# Everything inside a card (elements and the text in them) must lie within the card's edges.
+_OVERFLOW_JS = """
+(card) => {
+  const box = card.getBoundingClientRect();
+  const out = [];
+  const check = (rect, what) => {
+    if (rect.width === 0 && rect.height === 0) return;
+    if (rect.left < box.left - 1 || rect.right > box.right + 1) {
+      out.push(`${what}: ${Math.round(rect.left)}-${Math.round(rect.right)} outside ${Math.round(box.left)}-${Math.round(box.right)}`);
+    }
+  };
+  for (const el of card.querySelectorAll("*")) {
+    check(el.getBoundingClientRect(), el.tagName + "." + el.className);
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== "inline") {
+      out.push(`${el.tagName}.${el.className} scrolls sideways (${el.scrollWidth} > ${el.clientWidth})`);
+    }
+  }
+  const walker = document.createTreeWalker(card, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.textContent.trim()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const rect of range.getClientRects()) check(rect, JSON.stringify(node.textContent.slice(0, 30)));
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1100, 390])
+def test_cards_keep_everything_inside_and_mark_high_risk(
+    daemon: tuple[str, Tokens, ConfirmationStore], chromium: Any, width: int
+) -> None:
+    """At a desktop width and a phone's (390 px, where an approver lands from a notification)."""
+    from playwright.sync_api import expect
+
+    base, tokens, _store = daemon
+    risky = _submit(
+        base, tokens.agent, "wipe_database", {"cmd": "rm -rf /var/lib/postgresql/15/main/pg_wal/*"}
+    )
+    plain = httpx.post(
+        f"{base}/confirm",
+        json={
+            "action": "read_logs_from_the_production_replica_in_the_eu_west_region",
+            "description": "Read " + "/var/log/postgresql/" + "x" * 150 + ".log",
+            "details": {"blob": "QUJD" * 80, "path": "/srv/" + "/".join(["deeply-nested-folder"] * 8)},
+            "session_key": "telegram:1234567890:" + "thread" * 20,
+            "requester_label": "ops-bot-" + "y" * 60,
+        },
+        headers=auth(tokens.agent2),
+    ).json()
+    context = chromium.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        _open_link(page, base, tokens.approver)
+        for request in (risky, plain):
+            card = page.locator(f"#req-{request['id']}")
+            expect(card.locator("button.approve")).to_be_enabled()
+            assert card.evaluate(_OVERFLOW_JS) == [], (width, request["action"])
+            # No blank band above the card's title.
+            top = card.bounding_box()
+            title = card.locator("h3").bounding_box()
+            assert top is not None and title is not None and title["y"] - top["y"] < 24, (top, title)
+        # The daemon's own high-risk actions are marked; others are not.
+        marked = page.locator(f"#req-{risky['id']}")
+        expect(marked).to_have_attribute("data-risk", "high")
+        expect(marked.locator(".risk-badge")).to_have_text(re.compile("high risk", re.IGNORECASE))
+        expect(marked.locator(".risk-note")).to_be_visible()
+        assert page.locator(f"#req-{plain['id']} .risk-badge").count() == 0
+        # And the page as a whole never scrolls sideways.
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    finally:
+        context.close()

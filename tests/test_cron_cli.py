@@ -386,9 +386,37 @@ def test_list_at_80_columns_puts_long_errors_under_the_table(fake_openai: FakeOp
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 80
-    table = lines[: next(i for i, line in enumerate(lines) if "times in UTC" in line)]
-    rows = [line for line in table if line.strip() and "─" not in line and "id " not in line]
-    assert len(rows) <= 2, table  # one job: one row, at most wrapped once
-    assert "nightly-report" in "\n".join(table)
-    after = " ".join(" ".join(lines[len(table) :]).split())
+    jobs = lines[: next(i for i, line in enumerate(lines) if "times in UTC" in line)]
+    assert "nightly-report" in "\n".join(jobs)
+    after = " ".join(" ".join(lines[len(jobs) :]).split())
     assert "last error of nightly-report: Connection error" in after and "after 3 retries" in after
+
+
+def test_list_never_cuts_or_wraps_a_value() -> None:
+    """At 80 columns "ok 11-27" was cut to "ok 11-2" and schedules wrapped: every value stays whole."""
+    ids = []
+    for name, schedule in (("nightly-template-rebuild", "0 2 * * 1-5"), ("one-off", "2026-12-01T09:00:00")):
+        code, out = _invoke(
+            "add", schedule, "--name", name, "--kind", "build-template", "--template", "main", "--json"
+        )
+        assert code == 0, out
+        ids.append(json.loads(out)["id"])
+    finished = datetime(2026, 11, 27, 15, 4, tzinfo=timezone.utc)
+    JsonJobStore().update(ids[0], {"last_status": "ok", "last_run_at": finished})
+    for columns in (60, 80, 200):
+        result = runner.invoke(app, ["cron", "list"], env={"COLUMNS": str(columns)})
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(len(line) for line in lines) <= columns
+        for value in (
+            "nightly-template-rebuild",
+            "0 2 * * 1-5",
+            "2026-12-01T09:00:00",
+            "ok 11-27 15:04",
+            "build-template",
+            *ids,
+        ):
+            assert any(value in line for line in lines), (columns, value, result.output)
+    wide = runner.invoke(app, ["cron", "list"], env={"COLUMNS": "200"}).output.splitlines()
+    row = next(line for line in wide if "nightly-template-rebuild" in line)
+    assert "0 2 * * 1-5" in row and "ok 11-27 15:04" in row  # a table when it fits

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from fake_openai import FakeOpenAI, text
@@ -61,31 +59,12 @@ def test_build_template_job_rebuilds_only_when_something_changed(sample_db: Path
     assert rebuilt.description == "Nightly work" and list(rebuilt.tags) == ["ops"]
 
 
-def _copy_to_postgres(sqlite_path: Path, url: str) -> None:
-    """Load a Hermes state.db into PostgreSQL with the same tables (what Hermes on PostgreSQL holds)."""
-    types = {"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}
-    source = sqlite3.connect(sqlite_path)
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            for table in ("sessions", "messages"):
-                columns = source.execute(f"PRAGMA table_info({table})").fetchall()
-                names = [c[1] for c in columns]
-                ddl = ", ".join(f"{c[1]} {types.get(c[2].upper(), 'TEXT')}" for c in columns)
-                conn.execute(f"CREATE TABLE {table} ({ddl})")
-                rows = source.execute(f"SELECT {', '.join(names)} FROM {table}").fetchall()
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})",
-                        rows,
-                    )
-    finally:
-        source.close()
-
-
 @pytest.mark.postgres
 def test_build_template_job_from_hermes_on_postgres_keeps_the_password_out_of_its_output(
     sample_db: Path, pg_url: str, tmp_path: Path
 ) -> None:
+    from test_stats_cli import _copy_to_postgres  # one copy helper for every PostgreSQL test
+
     _copy_to_postgres(sample_db, pg_url)
     # The server trusts local connections, so any password works; it must still never be shown.
     source = pg_url.replace("postgres@", "postgres:s3cret-pw@", 1)

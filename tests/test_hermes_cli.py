@@ -123,6 +123,30 @@ def test_status_reports_what_loads_and_whether_the_daemon_answers(
     assert "daemon" not in json.loads(invoke("hermes", "status", "--json", "--no-daemon")[1])
 
 
+def test_status_finds_the_daemon_where_confirm_pending_does(
+    isolated_homes: Path, daemon: tuple[str, Tokens], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KINDLING_CONFIRM_HOST/_PORT name the daemon for ``confirm pending``: ``hermes status`` and the
+    plugin read them too (KINDLING_CONFIRM_URL or config.yaml still win)."""
+    base, tokens = daemon
+    port = base.rsplit(":", 1)[1]
+    _settings_config(isolated_homes, confirm_token=tokens.agent)
+    monkeypatch.delenv("KINDLING_CONFIRM_URL", raising=False)
+    monkeypatch.setenv("KINDLING_CONFIRM_PORT", port)
+    data = json.loads(invoke("hermes", "status", "--json")[1])
+    assert data["settings"]["confirm_url"] == f"http://127.0.0.1:{port}"
+    assert data["daemon"]["answers"] is True and data["daemon"]["token"] == "accepted"
+    monkeypatch.setenv("KINDLING_CONFIRM_APPROVER_TOKEN", tokens.approver)
+    code, out = invoke("confirm", "pending")
+    assert code == 0 and "Nothing is waiting" in out  # the same daemon, found the same way
+    assert PluginSettings.load({}, {"KINDLING_CONFIRM_PORT": "7001"}).confirm_url == "http://127.0.0.1:7001"
+    both = {"KINDLING_CONFIRM_PORT": "7001", "KINDLING_CONFIRM_URL": "http://db-host:6000"}
+    assert PluginSettings.load({}, both).confirm_url == "http://db-host:6000"
+    assert PluginSettings.load({"confirm_url": "http://cfg:1"}, both).confirm_url == "http://cfg:1"
+    with pytest.raises(ConfigError, match="KINDLING_CONFIRM_PORT='x' is not a port"):
+        PluginSettings.load({}, {"KINDLING_CONFIRM_PORT": "x"})
+
+
 def test_status_explains_why_the_plugin_would_not_load(isolated_homes: Path) -> None:
     code, out = invoke("hermes", "status", "--no-daemon")
     assert code == 0 and "Plugin loads:    no (not in plugins.enabled" in out and "(missing)" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import re
 import sqlite3
@@ -26,16 +27,16 @@ from kindling.sessions import (
 )
 from kindling.sessions.sample import SAMPLE_VERSION, _plan_sessions, _SessionWriter
 from kindling.sessions.sample_data import (
-    CHECKS_FAIL,
-    CHECKS_OK,
-    CODE_FAIL,
-    CODE_OK,
-    COMMANDS_FAIL,
-    COMMANDS_OK,
+    FAILS,
     FAILURE_RATE,
-    KINDS,
-    TOOL_MIX,
+    FILL,
+    PROFILES,
+    TERMINAL_FAILS,
+    Call,
+    Request,
+    Task,
 )
+from kindling.sessions.sample_tasks import TASKS
 
 HERMES_TOOLS = {
     "terminal",
@@ -175,118 +176,186 @@ def test_code_sessions_are_computation_and_fixes_stay_file_work(sample: Path) ->
     assert set(fix_kinds) <= {"file", "mixed", "terminal"} and fix_kinds["file"] > fix_kinds["mixed"]
 
 
-def _kind_of(opening: str, scenario: str) -> str:
-    """The kind of work an opening asks for (``KINDS``), found from its text alone."""
-    opening = opening.removeprefix("[Continuing after context compression] ")
-    opening = opening.split(" (screenshot attached)")[0]
-    for template, kind in KINDS.items():
-        if re.fullmatch(re.sub(r"\\\{\w+\\\}", ".+", re.escape(template)), opening):
-            return kind
-    return scenario
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# Every value a placeholder can take in the sample, by name.
+_VALUES: dict[str, set[str]] = {key: set(values) for key, values in FILL.items()}
+for _entries in PROFILES.values():
+    for _entry in _entries:
+        for _key, _value in _entry.items():
+            _VALUES.setdefault(_key, set()).add(_value)
+_NUMBERS = frozenset({"n", "x", "y", "z"})  # drawn for each execute_code output
 
 
-def test_calls_work_on_what_the_task_names(sample: Path) -> None:
-    # A session's calls belong to its task: a software fix runs tests and git, never systemctl;
-    # it edits the module its opening names; a question about a port looks at that port first; an
-    # analysis of the user's data never rolls dice; mixed work does what its opening asks (an
-    # upgrade never tails a log, a scrape fetches the page it names). (Warm-up shows these calls
-    # as examples.)
-    scenario = scenarios(sample)
-    heads = {name: {c[0].split()[0] for c in COMMANDS_OK[name] + COMMANDS_FAIL[name]} for name in COMMANDS_OK}
-    patched = named = port_sessions = port_checked = analyses = scrapes = upgrades = 0
-    kinds: Counter[str] = Counter()
+@functools.lru_cache(maxsize=20_000)
+def _regex(template: str, known: tuple[tuple[str, str], ...], numbers: bool) -> re.Pattern[str]:
+    """``template`` as a regex: a placeholder already known is its value, another is one of the
+    values it can take (the same one where it repeats), a drawn number in execute_code output any
+    number; every other character literally."""
+    values = dict(known)
+    parts, seen, pos = [], set(), 0
+    for match in _PLACEHOLDER.finditer(template):
+        name = match.group(1)
+        parts.append(re.escape(template[pos : match.start()]))
+        pos = match.end()
+        if numbers and name in _NUMBERS:
+            parts.append(r"\d+")
+        elif name in values:
+            parts.append(re.escape(values[name]))
+        elif name in seen:
+            parts.append(f"(?P={name})")
+        elif name in _VALUES:
+            seen.add(name)
+            options = sorted(_VALUES[name], key=len, reverse=True)
+            parts.append(f"(?P<{name}>{'|'.join(map(re.escape, options))})")
+        else:
+            parts.append(re.escape(match.group(0)))
+    parts.append(re.escape(template[pos:]))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _match(
+    template: str, text: str, values: dict[str, str], *, numbers: bool = False
+) -> dict[str, str] | None:
+    """The placeholders' values if ``text`` is ``template`` on values consistent with ``values``."""
+    names = set(_PLACEHOLDER.findall(template))
+    known = tuple(sorted((k, v) for k, v in values.items() if k in names))
+    found = _regex(template, known, numbers).fullmatch(text)
+    return None if found is None else {k: v for k, v in found.groupdict().items() if v is not None}
+
+
+# Arguments an agent adds as it likes: a terminal timeout, a window of the file read.
+_OPTIONAL_ARGS = {"terminal": {"timeout"}, "read_file": {"offset", "limit"}}
+
+
+def _args_fit(recipe: Call, args: dict[str, Any], values: dict[str, str]) -> dict[str, str] | None:
+    if set(args) - _OPTIONAL_ARGS.get(recipe.tool, set()) != set(recipe.args):
+        return None
+    found: dict[str, str] = {}
+    for key, expected in recipe.args.items():
+        got = args[key]
+        pairs = list(zip(expected, got, strict=False)) if isinstance(expected, list) else [(expected, got)]
+        if isinstance(expected, list) and (not isinstance(got, list) or len(got) != len(expected)):
+            return None
+        for want, have in pairs:
+            if isinstance(want, str):
+                fit = _match(want, have, {**values, **found}) if isinstance(have, str) else None
+                if fit is None:
+                    return None
+                found.update(fit)
+            elif want != have:
+                return None
+    return found
+
+
+def _result_fits(recipe: Call, args: dict[str, Any], content: str | None, values: dict[str, str]) -> bool:
+    """What the tool gave back is what this call gives: its own output, or a failure of its kind."""
+    data = orjson.loads(content or "{}")
+    if recipe.tool == "terminal":
+        code, output = data["exit_code"], data["output"]
+        if code == 0:
+            return _match(recipe.out, output, values) is not None
+        if (
+            recipe.fail is not None
+            and code == recipe.fail[0]
+            and _match(recipe.fail[1], output, values) is not None
+        ):
+            return True
+        first = args["command"].split()[0]
+        return any(c == code and _match(o, output, {"command": first}) is not None for c, o in TERMINAL_FAILS)
+    if recipe.tool == "execute_code":
+        if data["status"] == "success":
+            return _match(recipe.out + "\n", data["output"], values, numbers=True) is not None
+        return data["error"] == FAILS["execute_code"] or (
+            recipe.fail is not None and _match(recipe.fail, data["error"], values) is not None
+        )
+    if recipe.tool == "read_file" and "content" in data:
+        text = "\n".join(line.split("|", 1)[1] for line in data["content"].splitlines())
+        # The result lists the file's lines: a last newline leaves no line of its own.
+        return any(_match(recipe.out, body, values) is not None for body in (text, text + "\n"))
+    return True
+
+
+def _request_text(content: str) -> str:
+    """A user message as its request template reads: without the continuation note or a screenshot."""
+    text = content.removeprefix("[Continuing after context compression] ")
+    return re.sub(r" \(screenshot attached\)\s*(\[image\])?\s*$", "", text)
+
+
+def test_every_call_is_one_its_request_asks_for(sample: Path) -> None:
+    """Each call is one of the calls its preceding user request lists, on the session's own values,
+    and gives back what that call gives. (A question about port 5432 never runs ``df -h``.)"""
+    openings = [task for tasks in TASKS.values() for task in tasks]
+    calls = results = follow_ups = 0
     for session in iter_sessions(sample):
-        opening = session.messages[0].content or ""
-        kind = _kind_of(opening, scenario[session.id])
-        kinds[kind] += 1
-        calls = [c for m in session.messages for c in m.tool_calls]
-        for call in calls:
-            if call.name == "terminal":
-                assert call.arguments["command"].split()[0] in heads[kind], (kind, call.arguments)
-        if kind == "mixed:scrape":
-            page = re.search(r"https://\S+", opening)
-            assert page is not None
-            fetched = [
-                c.arguments.get("url") or c.arguments.get("urls")
-                for c in calls
-                if c.name.startswith(("web_", "browser_"))
-            ]
-            scrapes += len(fetched)
-            assert all(f in (page.group(0), [page.group(0)]) for f in fetched), (opening, fetched)
-        if kind == "mixed:upgrade":
-            lib = re.search(r"Look up the (\S+) changelog", opening)
-            assert lib is not None
-            for call in calls:
-                if call.name in ("web_search", "patch") and call.arguments.get("path") != "src/app/models.py":
-                    upgrades += 1
-                    assert lib.group(1) in orjson.dumps(call.arguments).decode(), (opening, call.arguments)
-        module = re.search(r"\b(\S+\.(?:py|ts|go))\b", opening)
-        if kind == "software" and module:
-            edits = [c.arguments["path"] for c in calls if c.name == "patch"]
-            patched += len(edits)
-            named += sum(path == module.group(1) for path in edits)
-        port = re.search(r"port (\d+)", opening)
-        if kind == "terminal" and port and any(c.name == "terminal" for c in calls):
-            port_sessions += 1
-            first = next(c for c in calls if c.name == "terminal")
-            port_checked += port.group(1) in first.arguments["command"]
-        if kind == "analysis" and re.search(r"\.csv|logs", opening) and "dice" not in opening:
-            analyses += 1
-            for call in calls:
-                if call.name == "execute_code":
-                    code = call.arguments["code"]
-                    assert not any(w in code for w in ("rolls", "hypot", "linalg.solve")), (opening, code)
-    assert patched > 50 and named / patched > 0.9
-    assert port_sessions >= 5 and port_checked >= port_sessions * 0.6
-    assert analyses > 30
-    assert scrapes > 10 and upgrades > 10
-    assert {"mixed:tests", "mixed:upgrade", "mixed:scrape", "mixed:logs"} <= set(
-        kinds
-    ) and "mixed" not in kinds
+        values: dict[str, str] = {}
+        task: Task | None = None
+        request: Request | None = None
+        pending: dict[str, tuple[Call, dict[str, Any]]] = {}
+        for message in session.messages:
+            if message.role == "user":
+                text = _request_text(message.content or "")
+                if task is None:
+                    hits = [
+                        (t, t.opening, m)
+                        for t in openings
+                        if (m := _match(t.opening.text, text, values)) is not None
+                    ]
+                    assert len(hits) == 1, (session.id, text, [h[1].text for h in hits])
+                else:
+                    hits = [
+                        (task, r, m)
+                        for r in task.follow_ups
+                        if (m := _match(r.text, text, values)) is not None
+                    ]
+                    assert hits, (session.id, task.opening.text, text)
+                    follow_ups += 1
+                task, request, found = hits[0]
+                values.update(found)
+            for call in message.tool_calls:
+                assert request is not None, session.id
+                fits = [
+                    (r, m)
+                    for r in request.calls
+                    if r.tool == call.name and (m := _args_fit(r, call.arguments, values)) is not None
+                ]
+                assert fits, (session.id, request.text, call.name, call.arguments)
+                values.update(fits[0][1])
+                pending[call.id] = (fits[0][0], call.arguments)
+                calls += 1
+            if message.role == "tool":
+                recipe, args = pending.pop(message.tool_call_id or "")
+                assert _result_fits(recipe, args, message.content, values), (
+                    session.id,
+                    recipe.args,
+                    message.content,
+                )
+                results += 1
+        assert not pending, session.id
+    assert calls > 10_000 and results == calls and follow_ups > 1_000
 
 
-def _template_regex(template: str, context: dict[str, str]) -> re.Pattern[str]:
-    """A template of CODE_OK/CODE_FAIL as a regex: the session's values literal, digits as \\d+."""
-    text = template.replace("{{", "{").replace("}}", "}")
-    pattern = re.escape(text)
-    for key, value in context.items():
-        pattern = pattern.replace(re.escape("{" + key + "}"), re.escape(value))
-    for key in ("n", "x", "y", "z"):
-        pattern = pattern.replace(re.escape("{" + key + "}"), r"\d+")
-    return re.compile(pattern + r"\n?")
-
-
-def test_execute_code_results_follow_their_snippet() -> None:
-    # The output printed is the one chosen with the snippet, also when parallel calls run the
-    # same snippet (their results are written after all their arguments). Data analysis runs its
-    # own snippets; a software fix or mixed work runs quick checks of its own.
-    rng = random.Random(5)
-    pools = {
-        "analysis": (CODE_OK, CODE_FAIL),
-        "software": (CHECKS_OK["software"], CHECKS_FAIL["software"]),
-        "mixed:scrape": (CHECKS_OK["mixed:scrape"], CHECKS_FAIL["mixed:scrape"]),
-    }
-    for kind, (ok, failing) in pools.items():
-        plan = _plan_sessions(rng, 1)[0]
-        plan.scenario = kind.split(":")[0]
-        writer = _SessionWriter(rng, plan)
-        writer.kind = kind
-        for fail, pool in ((False, ok), (True, failing)):
-            patterns = [
-                (_template_regex(code, writer.context), _template_regex(out, writer.context))
-                for code, out in pool
-            ]
-            calls = [writer._arguments("execute_code", fail) for _ in range(60)]
-            assert len({args["code"] for args in calls}) < len(calls)  # some snippets repeat
-            seen = set()
-            for args in calls:
-                result = orjson.loads(writer._result("execute_code", args, fail))
-                printed = result["error"] if fail else result["output"]
-                index = next(i for i, (code, _) in enumerate(patterns) if code.fullmatch(args["code"]))
-                assert patterns[index][1].fullmatch(printed), (args["code"], printed)
-                seen.add(index)
-            assert len(seen) >= max(1, len(pool) - 1)
-        assert all(not pending for pending in writer._code_outputs.values())
+def test_each_request_works_on_what_it_names_and_only_on_its_tasks_values() -> None:
+    """The recipes themselves: every value a request names is used by its calls, and a task's calls
+    use only values its requests name or its profiles give (no pytest failure naming a test in a task
+    that has none)."""
+    known = set(_VALUES)
+    for scenario, tasks in TASKS.items():
+        for task in tasks:
+            requests = (task.opening, *task.follow_ups)
+            named = {n for r in requests for n in _PLACEHOLDER.findall(r.text)} & known
+            own = named | {key for name in task.needs for entry in PROFILES[name] for key in entry}
+            assert task.follow_ups, task.opening.text  # a session goes on with a request of its task
+            for request in requests:
+                assert request.calls, request.text
+                used: set[str] = set()
+                for call in request.calls:
+                    text = orjson.dumps([call.args, call.out, call.fail]).decode()
+                    names = set(_PLACEHOLDER.findall(text)) & known
+                    assert names <= own, (scenario, request.text, call.tool, names - own)
+                    used |= names
+                asked = set(_PLACEHOLDER.findall(request.text)) & known
+                assert asked <= used, (request.text, asked - used)
+                assert set(_PLACEHOLDER.findall(request.reply)) & known <= own, request.reply
 
 
 def test_failures_are_realistic_and_rarer_in_marathon_sessions(sample: Path) -> None:
@@ -318,18 +387,21 @@ def test_failures_are_realistic_and_rarer_in_marathon_sessions(sample: Path) -> 
 
 def test_intended_outcomes_are_the_results_written() -> None:
     # A call meant to succeed gets a successful result and one meant to fail a failed one, for
-    # every tool and every command (some commands, like pytest, are in both pools).
+    # every call of every request (some commands, like pytest, can go either way).
     rng = random.Random(11)
-    for scenario in sorted(TOOL_MIX):
-        plan = _plan_sessions(rng, 1)[0]
-        plan.scenario = scenario
-        writer = _SessionWriter(rng, plan)
-        for tool in sorted(HERMES_TOOLS):
-            for _ in range(100):
+    plan = _plan_sessions(rng, 1)[0]
+    writer = _SessionWriter(rng, plan)
+    checked = 0
+    for task in (task for tasks in TASKS.values() for task in tasks):
+        for request in (task.opening, *task.follow_ups):
+            for call in request.calls:
                 # clarify cannot fail (its failure rate is 0): it only asks.
-                for fail in (False, True) if FAILURE_RATE[tool] > 0 else (False,):
-                    result = writer._result(tool, writer._arguments(tool, fail), fail)
-                    assert failed(result) is fail, (scenario, tool, fail, result)
+                for fail in (False, True) if FAILURE_RATE[call.tool] > 0 else (False,):
+                    for _ in range(8):
+                        result = writer._result(call, writer._arguments(call), fail)
+                        assert failed(result) is fail, (request.text, call.tool, fail, result)
+                        checked += 1
+    assert checked > 1000
 
 
 def compaction_summaries(path: Path) -> int:

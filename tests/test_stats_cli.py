@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -97,7 +98,8 @@ def test_by_tool_table_fits_an_80_column_terminal(sample_db: Path) -> None:
     # Rich shortens cells that do not fit with an ellipsis; every figure must be readable whole.
     assert "…" not in result.stdout
     top = next(iter(data["tools"]))
-    lines = [line for line in result.stdout.splitlines() if f" {top} " in line]
+    # The per-tool table's row (the task-type table may have a row of the same name).
+    lines = [line for line in result.stdout.splitlines() if f" {top} " in line and "%" in line]
     assert len(lines) == 1 and f"{data['tools'][top]['calls']:,}" in lines[0]
     for cohort in data["cohorts"].values():
         row = cohort["tools"][top]
@@ -115,7 +117,8 @@ def test_stats_plot_writes_a_png_that_opens(sample_db: Path, tmp_path: Path) -> 
         assert orjson.loads(result.stdout)["plot"] == str(target)
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         pixels = matplotlib.image.imread(target)
-        assert pixels.shape[0] == 500 and pixels.shape[1] == 900
+        # Per tool, the figure widens with the number of tools so every group stays legible.
+        assert pixels.shape[0] == 500 and (pixels.shape[1] > 900 if by_tool else pixels.shape[1] == 900)
         # Not a blank canvas: bars and text put several colours on it.
         assert len({tuple(p) for p in pixels.reshape(-1, pixels.shape[2])[::97]}) > 5
     # Atomic writes leave no temporary files behind.
@@ -326,3 +329,23 @@ def test_stats_without_rewards_prints_no_success_table(sample_db: Path) -> None:
     result = CliRunner().invoke(app, ["stats", str(sample_db)], env={"COLUMNS": "80"})
     assert result.exit_code == 0
     assert "Task success" not in result.output and "reward" not in result.output
+
+
+def test_by_tool_plot_draws_every_tool_the_table_lists(sample_db: Path, tmp_path: Path) -> None:
+    """The plot drew the 8 most-called tools where the table listed 11."""
+    from kindling.mining.plot import draw_failure_rates
+
+    data = orjson.loads(CliRunner().invoke(app, ["stats", str(sample_db), "--json"]).stdout)
+    table = CliRunner().invoke(app, ["stats", str(sample_db), "--by-tool"], env={"COLUMNS": "200"}).stdout
+    listed = [t for t in data["tools"] if re.search(rf"^[\s│┃]*{re.escape(t)}\s", table, re.MULTILINE)]
+    assert len(listed) == len(data["tools"]) > 8
+    figure = draw_failure_rates(data, by_tool=True, top=15)
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_xticklabels()] == listed
+    assert len(axes.patches) == 3 * len(listed)  # one bar per cohort for each tool
+    target = tmp_path / "tools.png"
+    result = CliRunner().invoke(
+        app, ["stats", str(sample_db), "--by-tool", "--plot", str(target), "--top", "5"]
+    )
+    assert result.exit_code == 0 and target.read_bytes()[:4] == b"\x89PNG"
+    assert len(draw_failure_rates(data, by_tool=True, top=5).axes[0].get_xticklabels()) == 5

@@ -103,6 +103,45 @@ def test_templates_list_show_path(built: Path) -> None:
     assert "does not exist" in missing.output
 
 
+def test_bare_templates_lists_them(built: Path) -> None:
+    assert run("templates").output == run("templates", "list").output
+    assert json.loads(run("templates", "--json").output) == json.loads(
+        run("templates", "list", "--json").output
+    )
+    assert "Usage" in run("templates", "--help").output
+    # Options of the bare listing belong after a command's name when there is one.
+    misplaced = run("templates", "--json", "show", "sample")
+    assert misplaced.exit_code == 1 and "after the command" in misplaced.output
+
+
+def test_list_never_cuts_a_value_at_80_columns(sample_db: Path) -> None:
+    name = "customer-support-refunds-and-exchanges"
+    assert run("build", name, str(sample_db), "--tag", "support", "--tag", "billing").exit_code == 0
+    for columns in ("80", "200"):
+        result = runner.invoke(app, ["templates", "list"], env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert "…" not in result.output and max(len(line) for line in lines) <= int(columns)
+        updated = JsonDirStore(templates_dir()).get(name).updated_at
+        for value in (name, "support, billing", updated):
+            assert any(value in line for line in lines), (columns, value, result.output)
+
+
+def test_show_prints_every_example_whole_at_80_columns(built: Path) -> None:
+    """Arguments used to wrap a few characters a line in a five-column table, and were cut at 80."""
+    result = runner.invoke(app, ["templates", "show", "sample"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    examples = json.loads(run("templates", "show", "sample", "--json").output)["examples"]
+    lines = result.output.splitlines()
+    shown = [line.split("arguments", 1)[1].strip() for line in lines if line.startswith("   arguments ")]
+    assert len(shown) == len(examples)
+    for line, example in zip(shown, examples, strict=True):
+        # Each example's arguments are on one line, as JSON a reader can copy.
+        assert json.loads(line) == example["arguments"]
+    requests = [line.split("request", 1)[1].strip() for line in lines if line.startswith("   request ")]
+    assert requests == [e["context"] or "-" for e in examples]
+
+
 def test_building_over_a_corrupt_file_says_so_and_keeps_a_copy(built: Path) -> None:
     (templates_dir() / "sample.json").write_text("{half")
     result = run("build", "sample", str(built))

@@ -13,7 +13,9 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,6 +24,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -97,3 +101,39 @@ def fixed_columns_width(rows: list[list[str]], headers: list[str]) -> int:
         widest = max([len(header), *(len(row[index]) for row in rows)])
         total += widest + 3
     return total
+
+
+def print_records(
+    headers: list[str],
+    rows: list[list[str]],
+    *,
+    heading: int = 0,
+    title: str | None = None,
+    caption: str | None = None,
+    right: frozenset[str] = frozenset(),
+) -> None:
+    """Print ``rows`` as a table when every value fits the terminal on one line, else as one block
+    per row (the value of column ``heading`` first, then one label and value a line), so a value is
+    never cut with an ellipsis, folded mid-word or dropped off the edge. ``right`` names the columns
+    aligned right in the table. Values are printed as text, never as Rich markup."""
+    if title:
+        console.print(Text(title), highlight=False)
+    if fixed_columns_width(rows, headers) < console.width:
+        table = Table(box=box.SIMPLE_HEAD)
+        for header in headers:
+            table.add_column(header, no_wrap=True, justify="right" if header in right else "left")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        console.print(table)
+    else:
+        for row in rows:
+            console.print(Text(row[heading], style="bold"))
+            fields = Table.grid(padding=(0, 2))
+            fields.add_column(no_wrap=True, style="dim")
+            fields.add_column(overflow="fold")
+            for index, (label, value) in enumerate(zip(headers, row, strict=True)):
+                if index != heading:
+                    fields.add_row(label, Text(value or "-"))
+            console.print(Padding(fields, (0, 0, 0, 2)))
+    if caption:
+        console.print(Text(caption), highlight=False)

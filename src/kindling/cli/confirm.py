@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, print_records
 
 DbOption = Annotated[
     str | None,
@@ -193,10 +193,8 @@ def token_list(db: DbOption = None, json_output: JsonOption = False) -> None:
     if json_output:
         print_json([t.__dict__ for t in tokens])
         return
-    table = Table("name", "role", "id", "created", "revoked")
-    for t in tokens:
-        table.add_row(t.name, t.role, t.id, _when(t.created_at), _when(t.revoked_at))
-    console.print(table)
+    rows = [[t.name, t.role, t.id, _when(t.created_at), _when(t.revoked_at)] for t in tokens]
+    print_records(["name", "role", "id", "created", "revoked"], rows, caption="times in UTC")
 
 
 @token_app.command("revoke")
@@ -229,10 +227,8 @@ def whitelist_list(db: DbOption = None, json_output: JsonOption = False) -> None
     if json_output:
         print_json([r.__dict__ for r in rules])
         return
-    table = Table("id", "action", "session", "by", "created")
-    for r in rules:
-        table.add_row(str(r.id), r.action, r.session_key or "(all)", r.created_by, _when(r.created_at))
-    console.print(table)
+    rows = [[str(r.id), r.action, r.session_key or "(all)", r.created_by, _when(r.created_at)] for r in rules]
+    print_records(["id", "action", "session", "by", "created"], rows, heading=1, caption="times in UTC")
 
 
 @whitelist_app.command("remove")
@@ -425,14 +421,31 @@ def pending_command(url: UrlOption = None, json_output: JsonOption = False) -> N
 def _decide_command(
     verb: str, request_id: str, reason: str | None, digest: str | None, url: str | None
 ) -> None:
+    from kindling.errors import ConfirmError
+
     with _approver_client(url) as client:
         shown = client.get(request_id)
+        if shown.get("status") != "pending":
+            # Nothing to decide: no card promising it will be "denied if nobody decides".
+            raise ConfirmError(_decided_line(shown, verb), status_code=409)
         typer.echo(_card(shown))
         # Bound to what was just shown (or to the digest the approver read earlier): if the
         # request changed in between, the daemon refuses with 412.
         call = client.approve if verb == "approve" else client.deny
         record = call(request_id, reason=reason, digest=digest or shown.get("digest"))
     typer.echo(f"{record['action']} {record['status']} by {record['decided_by']} ({record['id']}).")
+
+
+def _decided_line(r: dict[str, Any], verb: str) -> str:
+    """One sentence for a request that is no longer pending: what it became, by whom, when."""
+    from kindling.confirm.spoofing import visible_text
+
+    by = f" by {r['decided_by']}" if r.get("decided_by") else ""
+    at = f" at {_when(float(r['decided_at']))} UTC" if r.get("decided_at") else ""
+    return (
+        f"{r.get('id')} ({visible_text(str(r.get('action')))}) is already {r.get('status')}{by}{at}; "
+        f"nothing to {verb}."
+    )
 
 
 ReasonOption = Annotated[str | None, typer.Option("--reason", help="Why; kept in the audit log.")]

@@ -9,11 +9,9 @@ from datetime import datetime
 from typing import Annotated, Any, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json
+from kindling.cli.common import JsonOption, console, err_console, print_json, print_records
 
 cron_app = typer.Typer(
     name="cron",
@@ -263,7 +261,11 @@ def edit_command(
 
 @cron_app.command("list")
 def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
-    """List jobs with their schedule, next run and last status."""
+    """List jobs with their schedule, next run and last status.
+
+    A table when it fits the terminal; on a narrower one, each job as a short block, so no value is
+    ever cut.
+    """
     store = _store(db, create=False)
     jobs = store.list()
     _warn_unreadable(store)
@@ -273,15 +275,8 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
     if not jobs:
         console.print(f"No jobs in {store.location}.", markup=False, highlight=False)
         return
-    table = Table(box=box.SIMPLE_HEAD, caption="times in UTC", caption_justify="left")
-    longest_name = max(len(job.name) for job in jobs)
-    for column in ("id", "name", "kind", "schedule", "next run", "last status"):
-        table.add_column(
-            column,
-            overflow="fold",
-            no_wrap=column in ("id", "kind", "next run"),
-            min_width=min(longest_name, 24) if column == "name" else None,
-        )
+    headers = ["id", "name", "kind", "schedule", "next run", "last status"]
+    rows: list[list[str]] = []
     errors: list[str] = []
     for job in jobs:
         status = _last_status(job)
@@ -289,13 +284,12 @@ def list_command(db: DbOption = None, json_output: JsonOption = False) -> None:
             status += f" {_cell_when(job.last_run_at)}"
         if job.last_error:
             # Errors quote whole endpoint replies: in a cell they wrapped into a dozen lines, so they go
-            # under the table at full width, one line each.
+            # under the jobs at full width, one line each.
             errors.append(f"{job.name}: {' '.join(job.last_error.split())[:300]}")
         state = _state(job)
         upcoming = _cell_when(job.next_run_at) if state == "scheduled" else state
-        # Text, not markup: errors quote endpoint replies, and '[/x]' in one would crash Rich.
-        table.add_row(*(Text(cell) for cell in (job.id, job.name, job.kind, job.schedule, upcoming, status)))
-    console.print(table)
+        rows.append([job.id, job.name, job.kind, job.schedule, upcoming, status])
+    print_records(headers, rows, heading=1, caption="times in UTC")
     for line in errors:
         console.print(Text(f"last error of {line}"), highlight=False)
 

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from kindling import __version__
 from kindling.cli import confirm, cron, hermes, hooks, mcp, proxy, review, sessions, stats, templates
 from kindling.cli import eval as eval_cli
 from kindling.cli.common import err_console
+from kindling.cli.help import KindlingCommand, KindlingHelpGroup
 from kindling.config import raise_errors
 from kindling.errors import KindlingError
 
@@ -37,7 +38,7 @@ def _usage_error_line(exc: Any, command: Any, args: Sequence[str]) -> str:
     return f"Error: {message} (see '{path} --help')"
 
 
-class KindlingGroup(TyperGroup):
+class KindlingGroup(KindlingHelpGroup):
     """Turns every error into one clear line on stderr and its exit code, never a traceback.
 
     A KindlingError exits with its own code; a usage mistake (unknown option, missing argument)
@@ -121,8 +122,24 @@ def _root(
     """
 
 
+def _use_kindling_help(typer_app: typer.Typer) -> None:
+    """Give every command and group under ``typer_app`` kindling's ``--help`` (see cli/help.py),
+    unless it names a class of its own."""
+    for command in typer_app.registered_commands:
+        if command.cls in (None, TyperCommand):  # Typer fills in its own class when none is named
+            command.cls = KindlingCommand
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is None:
+            continue
+        if not isinstance(sub.info.cls, type) or sub.info.cls is TyperGroup:
+            sub.info.cls = KindlingHelpGroup
+        _use_kindling_help(sub)
+
+
 for _module in (sessions, stats, templates, eval_cli, review, confirm, cron, hermes, hooks, proxy, mcp):
     _module.register(app)
+_use_kindling_help(app)
 
 
 def main() -> None:

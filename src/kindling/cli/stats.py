@@ -221,7 +221,7 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             from kindling.mining.plot import plot_failure_rates
 
-            plot_failure_rates(data, plot, by_tool=by_tool, top=min(top, 8))
+            plot_failure_rates(data, plot, by_tool=by_tool, top=top)  # the tools the table lists
         if json_output:
             if plot is not None:
                 data["plot"] = str(plot)

@@ -5,15 +5,24 @@ A thin client of :mod:`kindling.templates` and :mod:`kindling.warmup`: parse opt
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from kindling.cli.common import JsonOption, console, err_console, print_json, progress_bar, show_progress
+from kindling.cli.common import (
+    JsonOption,
+    console,
+    err_console,
+    print_json,
+    print_records,
+    progress_bar,
+    show_progress,
+)
 
 if TYPE_CHECKING:
     from kindling.templates.store import TemplateStore
@@ -124,6 +133,30 @@ def _print_messages(messages: list[dict[str, Any]], *, system: str = "") -> None
                 markup=False,
                 highlight=False,
             )
+
+
+_SHOWN_RESULT = 400  # characters of a result ``templates show`` prints; --json has them all
+
+
+def _print_example(number: int, example: Any) -> None:
+    """One example as a block: every value whole on its own line (the terminal wraps long ones), so
+    arguments stay valid JSON to copy; a long result ends in a marker saying how much is left out."""
+    seen = f"  ×{example.count}" if example.count > 1 else ""
+    console.print(Text.assemble((f"{number}. ", "bold"), (example.tool_name, "bold cyan"), seen))
+    arguments = example.raw_arguments if example.raw_arguments is not None and not example.arguments else None
+    result = example.result
+    if len(result) > _SHOWN_RESULT:
+        result = result[:_SHOWN_RESULT] + f"… (+{len(result) - _SHOWN_RESULT:,} characters; --json shows all)"
+    for label, value in (
+        ("request", example.context or "-"),
+        (
+            "arguments",
+            arguments if arguments is not None else json.dumps(example.arguments, ensure_ascii=False),
+        ),
+        ("result", result or "-"),
+    ):
+        body = value.replace("\n", "\n" + " " * 14)
+        console.print(Text.assemble((f"   {label:<10} ", "dim"), body), soft_wrap=True, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -270,11 +303,24 @@ def register(app: typer.Typer) -> None:
 
     templates_app = typer.Typer(
         help="List, show, delete, export and import templates, and show where they are stored.\n\n"
-        "The default store is the variable KINDLING_TEMPLATE_STORE when set, else the templates folder under "
-        "KINDLING_HOME.",
-        no_args_is_help=True,
+        "Without a command it lists them (as 'kindling templates list'). The default store is the "
+        "variable KINDLING_TEMPLATE_STORE when set, else the templates folder under KINDLING_HOME.",
+        invoke_without_command=True,
     )
     app.add_typer(templates_app, name="templates")
+
+    @templates_app.callback()
+    def templates_group(
+        ctx: typer.Context, store: StoreOption = None, json_output: JsonOption = False
+    ) -> None:
+        from kindling.errors import ConfigError
+
+        if ctx.invoked_subcommand is None:
+            list_command(store, json_output)
+        elif store is not None or json_output:
+            raise ConfigError(
+                f"Give --store and --json after the command: kindling templates {ctx.invoked_subcommand} ..."
+            )
 
     @templates_app.command("list")
     def list_command(store: StoreOption = None, json_output: JsonOption = False) -> None:
@@ -293,11 +339,8 @@ def register(app: typer.Typer) -> None:
         if not templates:
             console.print(f"No templates in {opened.location}. Build one with `kindling build NAME SOURCE`.")
             return
-        table = Table(title=f"Templates in {opened.location}", title_justify="left")
-        for column in ("name", "type", "tags", "examples", "version", "uses", "updated"):
-            table.add_column(column, justify="right" if column in ("examples", "version", "uses") else "left")
-        for t in templates:
-            table.add_row(
+        rows = [
+            [
                 t.name,
                 t.task_type or "-",
                 ", ".join(t.tags) or "-",
@@ -305,8 +348,15 @@ def register(app: typer.Typer) -> None:
                 str(t.version),
                 str(t.usage_count),
                 t.updated_at,
-            )
-        console.print(table)
+            ]
+            for t in templates
+        ]
+        print_records(
+            ["name", "type", "tags", "examples", "version", "uses", "updated"],
+            rows,
+            title=f"Templates in {opened.location}",
+            right=frozenset({"examples", "version", "uses"}),
+        )
 
     @templates_app.command("show")
     def show_command(
@@ -339,18 +389,9 @@ def register(app: typer.Typer) -> None:
         if template.system_prompt_addendum:
             console.print("[bold]system_prompt_addendum[/]:")
             console.print(template.system_prompt_addendum, markup=False, highlight=False)
-        table = Table(title=f"{len(template.examples)} examples", title_justify="left")
-        for column in ("tool", "request", "arguments", "result", "count"):
-            table.add_column(column, overflow="fold")
-        for e in template.examples:
-            table.add_row(
-                e.tool_name,
-                e.context[:80],
-                orjson.dumps(e.arguments).decode()[:80],
-                e.result[:80],
-                str(e.count),
-            )
-        console.print(table)
+        console.print(f"[bold]examples[/]: {len(template.examples)}")
+        for number, example in enumerate(template.examples, start=1):
+            _print_example(number, example)
 
     @templates_app.command("delete")
     def delete_command(

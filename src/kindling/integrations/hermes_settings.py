@@ -12,7 +12,9 @@ config key             environment variable                 meaning (default)
 ``style``              ``KINDLING_HERMES_STYLE``            ``triples`` or ``closed`` (triples)
 ``tools``              ``KINDLING_HERMES_TOOLS``            register the ``kindling`` toolset (on)
 ``approvals``          ``KINDLING_HERMES_APPROVALS``        ask the daemon before dangerous calls (on)
-``confirm_url``        ``KINDLING_CONFIRM_URL``             the daemon (http://127.0.0.1:6000)
+``confirm_url``        ``KINDLING_CONFIRM_URL``             the daemon (http://127.0.0.1:6000, or
+                                                            KINDLING_CONFIRM_HOST/_PORT as the
+                                                            daemon and ``confirm pending`` read them)
 ``confirm_token``      ``KINDLING_CONFIRM_TOKEN``           the agent token for the daemon (none)
 ``approval_timeout``   ``KINDLING_HERMES_APPROVAL_TIMEOUT`` seconds to wait for a human (300)
 ``fail_closed``        ``KINDLING_HERMES_FAIL_CLOSED``      block when the daemon cannot be asked (on)
@@ -95,6 +97,8 @@ class PluginSettings:
                 values[name] = _coerce(config[name], default, f"plugins.entries.kindling.settings.{name}")
             elif env.get(ENV_NAMES[name], "").strip():
                 values[name] = _coerce(env[ENV_NAMES[name]], default, ENV_NAMES[name])
+        if "confirm_url" not in values:
+            values["confirm_url"] = _daemon_url(env)
         settings = cls(**values)
         if settings.budget < 0:
             raise ConfigError(f"The warm-up budget must be 0 or more, not {settings.budget}.")
@@ -113,6 +117,18 @@ class PluginSettings:
         data["high_risk_tools"] = list(self.high_risk_tools)
         data["terminal_tools"] = list(self.terminal_tools)
         return data
+
+
+def _daemon_url(env: Mapping[str, str]) -> str:
+    """The daemon's address from KINDLING_CONFIRM_HOST and KINDLING_CONFIRM_PORT, the variables the
+    daemon listens on and ``kindling confirm pending`` reads (defaults: DEFAULT_URL's)."""
+    host = env.get("KINDLING_CONFIRM_HOST", "").strip()
+    port = env.get("KINDLING_CONFIRM_PORT", "").strip()
+    if not host and not port:
+        return DEFAULT_URL
+    if port and not (port.isascii() and port.isdigit() and int(port) <= 65535):
+        raise ConfigError(f"KINDLING_CONFIRM_PORT={port!r} is not a port number.")
+    return f"http://{host or '127.0.0.1'}:{port or 6000}"
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:

@@ -16,7 +16,7 @@ from kindling.errors import ConfigError
 from kindling.fileio import write_atomic
 from kindling.mining.stats import COHORTS
 
-DEFAULT_TOP_TOOLS = 8
+DEFAULT_TOP_TOOLS = 15  # as many as `kindling stats` lists by default
 # Extension -> matplotlib format. Agg's canvas writes each of these without a GUI backend.
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 # Room above the tallest error bar for its two-line label, as a share of that bar's top.
@@ -44,10 +44,10 @@ def plot_failure_rates(
 ) -> Path:
     """Draw failure rate by cohort from ``stats`` (``MiningStats.as_dict()``) to ``path``.
 
-    The format follows the extension (.png, .svg or .pdf). With ``by_tool`` one bar group per cohort
-    holds the ``top`` most-called tools. Error bars are the Wilson 95% intervals. Returns the path
-    written. Raises ConfigError for another extension or when matplotlib is missing, and StoreError
-    when the file cannot be written.
+    The format follows the extension (.png, .svg or .pdf). With ``by_tool``, the ``top`` most-called
+    tools (the rows ``kindling stats --by-tool`` prints) each get a group of one bar per cohort.
+    Error bars are the Wilson 95% intervals. Returns the path written. Raises ConfigError for another
+    extension or when matplotlib is missing, and StoreError when the file cannot be written.
     """
     image_format = plot_format(path)
     figure = draw_failure_rates(stats, by_tool=by_tool, top=top)
@@ -56,6 +56,11 @@ def plot_failure_rates(
     target = Path(path)
     write_atomic(target, buffer.getvalue())
     return target
+
+
+def _cohort_label(name: str, low: int, high: int | None, sessions: int, sep: str) -> str:
+    span = f"{low}-{high}" if high is not None else f">={low}"
+    return f"{name}{sep}({span} msgs, n={sessions})"
 
 
 def draw_failure_rates(
@@ -70,35 +75,35 @@ def draw_failure_rates(
 
     cohorts = stats["cohorts"]
     names = [name for name, _low, _high in COHORTS]
-    labels = []
-    for name, low, high in COHORTS:
-        span = f"{low}-{high}" if high is not None else f">={low}"
-        labels.append(f"{name}\n({span} msgs, n={cohorts[name]['sessions']})")
-
-    figure = Figure(figsize=(9, 5), dpi=100)
+    tools = list(stats["tools"])[: max(1, top)] if by_tool else []
+    # One group of bars per tool, so as many tools as the table lists stay legible: the figure widens.
+    figure = Figure(figsize=(max(9.0, 2.0 + 0.8 * len(tools)), 5), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    positions = list(range(len(names)))
     if by_tool:
-        tools = list(stats["tools"])[: max(1, top)]
-        width = 0.8 / max(1, len(tools))
-        for index, tool in enumerate(tools):
-            bars = [_bar(cohorts[name]["tools"].get(tool, {})) for name in names]
-            offsets = [p - 0.4 + width * (index + 0.5) for p in positions]
+        positions = list(range(len(tools)))
+        width = 0.8 / len(names)
+        colors = ["#7fa7d9", "#4a78b5", "#1f4e8c"]
+        for index, (name, low, high) in enumerate(COHORTS):
+            bars = [_bar(cohorts[name]["tools"].get(tool, {})) for tool in tools]
             axes.bar(
-                offsets,
+                [p - 0.4 + width * (index + 0.5) for p in positions],
                 [b[0] for b in bars],
                 width,
                 yerr=[[b[1] for b in bars], [b[2] for b in bars]],
                 capsize=2,
-                label=tool,
+                color=colors[index % len(colors)],
+                label=_cohort_label(name, low, high, cohorts[name]["sessions"], " "),
             )
         if tools:
-            axes.legend(fontsize="small", ncols=2)
+            axes.set_xticks(positions, tools, rotation=30, ha="right")
+            axes.legend(fontsize="small", title="session length")
         else:
+            axes.set_xticks([])
             axes.text(0.5, 0.5, "no tool calls", transform=axes.transAxes, ha="center")
-        axes.set_title("Tool failure rate by session length (Wilson 95% intervals)")
+        axes.set_title("Tool failure rate per tool and session length (Wilson 95% intervals)")
     else:
+        positions = list(range(len(names)))
         bars = [_bar(cohorts[name]) for name in names]
         axes.bar(
             positions,
@@ -119,13 +124,14 @@ def draw_failure_rates(
                     ha="center",
                     fontsize="small",
                 )
+        labels = [_cohort_label(n, lo, hi, cohorts[n]["sessions"], "\n") for n, lo, hi in COHORTS]
+        axes.set_xticks(positions, labels)
         axes.set_title("Tool failure rate by session length (Wilson 95% intervals)")
-    axes.set_xticks(positions, labels)
     axes.set_ylabel("failure rate (failed / paired results)")
     tops = [
         row["ci_high"]
         for name in names
-        for row in ([cohorts[name]] + (list(cohorts[name]["tools"].values()) if by_tool else []))
+        for row in ([cohorts[name]] + [cohorts[name]["tools"].get(tool, {}) for tool in tools])
         if row.get("ci_high") is not None
     ]
     # Labels sit above each error bar; without headroom the tallest one runs into the top axis.

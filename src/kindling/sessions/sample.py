@@ -4,14 +4,13 @@ The generated database has Hermes' late schema and looks like months of real use
 CLI, Telegram and Discord; short (< 20 messages), mid-length (20-99) and marathon (100+) sessions;
 tasks of every type by the tool-call rule (data analysis done with execute_code, software fixes and
 file chores done with file tools, research, system administration, and mixed work), each opened by
-a plausible first user message; calls of
-Hermes' own tools (terminal, read_file, write_file, patch, search_files, execute_code, web_search,
-web_extract, browser_navigate, memory, clarify) with realistic arguments and results that fit the
-task (each scenario's own commands, files, edits and code, each mixed task's those of the kind of work
-its opening asks for, on the values its first message names, those it names preferred), so a warm-up
-built from the sample shows examples that make sense; a realistic
-share of failures (error JSON, tracebacks, ``command not found``, non-zero exit codes) that is
-lower in marathon sessions than in mid-length ones; compression chains (parent sessions); a few
+a plausible first user message and carried on by the requests a user makes next. Every call is one
+its preceding request asks for (the ``sample_tasks`` package lists each request's calls), on the
+values the session's task names, with a result that fits the call: Hermes' own tools (terminal, read_file,
+write_file, patch, search_files, execute_code, web_search, web_extract, browser_navigate, memory,
+clarify), so a warm-up built from the sample shows examples that make sense. A realistic share of
+calls fails (error JSON, tracebacks, ``command not found``, non-zero exit codes), less often in
+marathon sessions than in mid-length ones; there are compression chains (parent sessions), a few
 compacted rows (``active = 0``) and a few multimodal ``"\\x00json:"`` contents.
 
 The same ``seed`` and ``sessions`` always give the same rows (the file bytes may differ by SQLite
@@ -29,50 +28,34 @@ import sqlite3
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
 from kindling.config import kindling_home
 from kindling.errors import StoreError
 from kindling.sessions.sample_data import (
-    CHECKS_FAIL,
-    CHECKS_OK,
-    CODE_FAIL,
-    CODE_HINTS,
-    CODE_OK,
-    COMMANDS_FAIL,
-    COMMANDS_OK,
+    FAILS,
     FAILURE_RATE,
-    FILE_CONTENTS,
     FILL,
-    FINAL_REPLIES,
-    FIRST_MESSAGES,
-    FOLLOW_UPS,
-    KINDS,
     LENGTH_FACTOR,
-    PAGES,
-    PATCHES,
-    QUERIES,
-    READ_PATHS,
-    SCENARIOS,
-    SEARCHES,
-    SITES,
-    SUMMARIES,
+    PROFILES,
+    TERMINAL_FAILS,
     THOUGHTS,
-    TOOL_MIX,
-    WRITES,
+    Call,
+    Request,
+    Task,
 )
+from kindling.sessions.sample_tasks import SCENARIOS, TASKS
 
-SAMPLE_VERSION = "5"
+SAMPLE_VERSION = "6"
 BASE_TIME = 1_767_225_600.0  # 2026-01-01T00:00:00Z: fixed so every run yields the same rows
 
 TASK_TYPES: tuple[str, ...] = ("code", "file", "research", "terminal", "mixed")
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
-_T = TypeVar("_T")
 _SCENARIO_NAMES = tuple(name for name, _type, _weight in SCENARIOS)
 _SCENARIO_WEIGHTS = tuple(weight for _name, _type, weight in SCENARIOS)
 _SCENARIO_TYPES = {name: task_type for name, task_type, _weight in SCENARIOS}
@@ -146,6 +129,9 @@ class _Plan:
     length: str
     target: int
     started_at: float
+    task: Task
+    # The session's values: one of each FILL placeholder and of each profile (see sample_data.py).
+    context: dict[str, str]
     parent_id: str | None = None
     end_reason: str | None = "completed"
     compact: bool = False
@@ -325,15 +311,18 @@ def _plan_sessions(rng: random.Random, count: int) -> list[_Plan]:
         else:
             length, target = "marathon", rng.randint(100, 500)
         stamp = _stamp(clock)
+        scenario = rng.choices(_SCENARIO_NAMES, weights=_SCENARIO_WEIGHTS)[0]
         plan = _Plan(
             id=f"{stamp}_{rng.getrandbits(24):06x}",
             index=index,
             source=_weighted(rng, _SOURCES),
             model=_weighted(rng, _MODELS),
-            scenario=rng.choices(_SCENARIO_NAMES, weights=_SCENARIO_WEIGHTS)[0],
+            scenario=scenario,
             length=length,
             target=target,
             started_at=round(clock, 3),
+            task=rng.choice(TASKS[scenario]),
+            context=_draw_context(rng),
         )
         end = rng.random()
         plan.end_reason = (
@@ -348,10 +337,25 @@ def _plan_sessions(rng: random.Random, count: int) -> list[_Plan]:
             parent.end_reason = "compression"
             plan.parent_id = parent.id
             plan.scenario = parent.scenario
+            plan.task = parent.task
+            plan.context = parent.context
             plan.source = parent.source
             plan.model = parent.model
         plans.append(plan)
     return plans
+
+
+def _draw_context(rng: random.Random) -> dict[str, str]:
+    """One value of each FILL placeholder and one entry of each profile, for a whole session."""
+    context = {key: rng.choice(values) for key, values in FILL.items()}
+    for entries in PROFILES.values():
+        context.update(rng.choice(entries))
+    return context
+
+
+def fill_template(template: str, values: Mapping[str, str]) -> str:
+    """``template`` with each ``{name}`` that ``values`` holds replaced; any other brace is kept."""
+    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 def _stamp(epoch: float) -> str:
@@ -370,20 +374,10 @@ class _SessionWriter:
         self.tokens_in = 0
         self.tokens_out = 0
         self.first_text = ""
-        # execute_code snippet -> what it printed (one entry per pending call, oldest first), from
-        # _arguments until _result writes it; parallel calls may run the same snippet.
-        self._code_outputs: dict[str, list[str]] = {}
         self.factor = LENGTH_FACTOR[plan.length]
-        # One value per placeholder for the whole session, so the calls work on what the task names.
-        self.context = {key: rng.choice(values) for key, values in FILL.items()}
-        # What the opening names (its placeholders, its words): calls on those are preferred.
-        self.named: set[str] = set()
-        self.opening = ""
-        # Which pools the calls come from: the opening's own kind of work, else the scenario's.
-        self.kind = plan.scenario
-        # The results of the commands this session ran: command -> output, command -> (code, output).
-        self._printed: dict[str, str] = {}
-        self._failed: dict[str, tuple[int, str]] = {}
+        self.context = plan.context
+        # The request the calls now answer: the opening, then each follow-up the user sends.
+        self.request: Request = plan.task.opening
 
     # rows are (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,
     #           token_count, finish_reason, reasoning, active, compacted)
@@ -422,28 +416,19 @@ class _SessionWriter:
         )
 
     def fill(self, template: str) -> str:
-        return template.format_map(self.context)
+        """``template`` on this session's values."""
+        return fill_template(template, self.context)
 
-    def fill_code(self, template: str) -> str:
-        # Digits drawn per call so two runs of the same snippet print different figures.
-        rng = self.rng
-        return template.format_map(
-            {
-                **self.context,
-                "n": rng.randint(1_000, 90_000),
-                "x": rng.randint(1, 9),
-                "y": rng.randint(1, 9),
-                "z": rng.randint(1, 9),
-            }
-        )
+    def _filled(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.fill(value)
+        if isinstance(value, list):
+            return [self._filled(item) for item in value]
+        return value
 
     def write(self) -> None:
         plan, rng = self.plan, self.rng
-        opening = rng.choice(FIRST_MESSAGES[plan.scenario])
-        self.kind = KINDS.get(opening, plan.scenario)
-        self.named = set(_PLACEHOLDER_RE.findall(opening))
-        task = self.fill(opening)
-        self.opening = task.lower()
+        task = self.fill(plan.task.opening.text)
         if plan.parent_id is not None:
             task = "[Continuing after context compression] " + task
         self.first_text = task
@@ -462,37 +447,42 @@ class _SessionWriter:
         else:
             self._row("user", task)
         compact_at = rng.randint(30, 60) if plan.compact else -1
+        follow_ups = plan.task.follow_ups
         while len(plan.rows) < plan.target:
             if 0 <= compact_at <= len(plan.rows):
                 self._compact()
                 compact_at = -1
             self._turn()
             if len(plan.rows) < plan.target:
-                self._row("user", rng.choice(FOLLOW_UPS))
+                # The user's next request, and the calls that answer it from now on.
+                self.request = rng.choices(follow_ups, weights=[r.weight for r in follow_ups])[0]
+                self._row("user", self.fill(self.request.text))
 
     def _turn(self) -> None:
         rng, plan = self.rng, self.plan
         rounds = 1 + min(int(rng.expovariate(0.7)), 6)
         # Stay near the planned length so a session ends in the length class it was planned for.
         rounds = max(1, min(rounds, (plan.target - len(plan.rows)) // 3))
+        options = self.request.calls
+        weights = [call.weight for call in options]
         for _ in range(rounds):
             parallel = 1 if rng.random() < 0.85 else rng.randint(2, 3)
             calls = []
             for _ in range(parallel):
                 self.call_seq += 1
-                tool = _weighted(rng, self.pool(TOOL_MIX))
-                fail = self._fails(tool)
+                call = rng.choices(options, weights=weights)[0]
+                fail = rng.random() < FAILURE_RATE[call.tool] * self.factor
                 calls.append(
-                    (f"call_{plan.index:05d}_{self.call_seq:04d}", tool, self._arguments(tool, fail), fail)
+                    (f"call_{plan.index:05d}_{self.call_seq:04d}", call, self._arguments(call), fail)
                 )
             thought = rng.choice(THOUGHTS.get(plan.scenario, THOUGHTS["default"]))
             payload = [
                 {
                     "id": cid,
                     "type": "function",
-                    "function": {"name": tool, "arguments": orjson.dumps(args).decode()},
+                    "function": {"name": call.tool, "arguments": orjson.dumps(args).decode()},
                 }
-                for cid, tool, args, _ in calls
+                for cid, call, args, _ in calls
             ]
             self._row(
                 "assistant",
@@ -504,10 +494,10 @@ class _SessionWriter:
                 else None,
             )
             self.tool_calls += len(calls)
-            for cid, tool, args, fail in calls:
-                self._row("tool", self._result(tool, args, fail), call_id=cid, tool=tool)
-        summary = rng.choice(self.pool(SUMMARIES))
-        self._row("assistant", rng.choice(FINAL_REPLIES).format(summary=summary), finish="stop")
+            for cid, call, args, fail in calls:
+                self._row("tool", self._result(call, args, fail), call_id=cid, tool=call.tool)
+        reply = self.fill(self.request.reply)
+        self._row("assistant", rng.choice(("", "", "Done. ", "All set. ")) + reply, finish="stop")
 
     def _compact(self) -> None:
         # Hermes compaction: the rows so far stay on disk with active=0 and a summary replaces them.
@@ -521,172 +511,48 @@ class _SessionWriter:
             + " Work so far: files inspected, first fixes applied, checks run.",
         )
 
-    def pool(self, table: Mapping[str, _T], default: str | None = None) -> _T:
-        """This session's entry of ``table``: its kind's, else its scenario's, else ``default``'s."""
-        found = table.get(self.kind) or table.get(self.plan.scenario)
-        return found if found is not None else table[default or self.plan.scenario]
+    def _arguments(self, call: Call) -> dict[str, Any]:
+        """The call's arguments on this session's values, with the optional ones agents often add."""
+        args: dict[str, Any] = {key: self._filled(value) for key, value in call.args.items()}
+        if call.tool == "terminal" and self.rng.random() < 0.3:
+            args["timeout"] = self.rng.choice((60, 120, 300))
+        elif call.tool == "read_file" and self.rng.random() < 0.5:
+            args.update(offset=1, limit=self.rng.choice((100, 200, 500)))
+        return args
 
-    def _pick(
-        self,
-        options: Sequence[_T],
-        text: Callable[[_T], str] = str,
-        fits: Callable[[_T], bool] | None = None,
-    ) -> _T:
-        """One of ``options``, mostly one that ``fits`` the task (default: one whose ``text`` names a
-        value the task's opening names)."""
-        rng = self.rng
-        if fits is None:
-            named = [o for o in options if self.named & set(_PLACEHOLDER_RE.findall(text(o)))]
-        else:
-            named = [o for o in options if fits(o)]
-        return rng.choice(named if named and rng.random() < 0.75 else options)
-
-    def _arguments(self, tool: str, fail: bool) -> dict[str, Any]:
-        rng, scenario, pool = self.rng, self.plan.scenario, self.pool
-        if tool == "terminal":
-            # A failing call mostly runs a command that fails for a reason of its own.
-            if fail and rng.random() < 0.7:
-                command, status, output = self._pick(pool(COMMANDS_FAIL), lambda c: c[0])
-                self._failed[self.fill(command)] = (status, self.fill(output))
-            else:
-                command, output = self._pick(pool(COMMANDS_OK), lambda c: c[0])
-                self._printed[self.fill(command)] = self.fill(output)
-            args: dict[str, Any] = {"command": self.fill(command)}
-            if rng.random() < 0.3:
-                args["timeout"] = rng.choice((60, 120, 300))
-            return args
-        if tool == "read_file":
-            path = self.fill(self._pick(pool(READ_PATHS)))
-            return {"path": path, "offset": 1, "limit": rng.choice((100, 200, 500))}
-        if tool == "write_file":
-            path, content = self._pick(pool(WRITES, "research"), lambda w: w[0] + w[1])
-            return {"path": self.fill(path), "content": self.fill(content)}
-        if tool == "patch":
-            path, old, new = self._pick(pool(PATCHES, "software"), lambda p: p[0] + p[2])
-            return {
-                "mode": "replace",
-                "path": self.fill(path),
-                "old_string": self.fill(old),
-                "new_string": self.fill(new),
-            }
-        if tool == "search_files":
-            pattern, where = self._pick(pool(SEARCHES, "software"), lambda s: s[0] + s[1])
-            return {"pattern": self.fill(pattern), "path": self.fill(where), "target": "content"}
-        if tool == "execute_code":
-            # The snippet and what it printed are chosen together; the result reads them back.
-            # A task about the user's data runs code that reads it (no dice rolls in a churn task),
-            # mostly the kind of code its opening asks for.
-            snippets: tuple[tuple[str, str], ...] = CODE_FAIL if fail else CODE_OK
-            if scenario != "analysis":
-                checks = CHECKS_FAIL if fail else CHECKS_OK
-                snippets = checks.get(self.kind) or checks.get(scenario) or snippets
-            elif self.named & {"data", "logs"}:
-                snippets = tuple(c for c in snippets if _PLACEHOLDER_RE.search(c[0])) or snippets
-            asked = [w for hint, w in CODE_HINTS.items() if hint in self.opening]
-            code, output = self._pick(snippets, fits=lambda c: any(w in c[0] for w in asked))
-            snippet = self.fill_code(code)
-            self._code_outputs.setdefault(snippet, []).append(self.fill_code(output))
-            return {"code": snippet}
-        if tool == "web_search":
-            return {"query": self.fill(self._pick(pool(QUERIES, "default")))}
-        if tool == "web_extract":
-            pages = self.pages()
-            return {"urls": rng.sample(pages, rng.randint(1, min(2, len(pages))))}
-        if tool == "browser_navigate":
-            return {"url": rng.choice(self.pages())}
-        if tool == "memory":
-            return {
-                "action": "add",
-                "target": rng.choice(("memory", "user")),
-                "content": rng.choice(
-                    (
-                        "User prefers pytest -x for quick runs.",
-                        "Project uses uv, not pip.",
-                        "User's server runs Debian 12 with systemd.",
-                    )
-                ),
-            }
-        return {
-            "question": "Should I overwrite the existing file or write to a new one?",
-            "choices": ["overwrite", "new file"],
+    def _result(self, call: Call, args: dict[str, Any], fail: bool) -> str:
+        """What the tool gave back: the call's own output, or how it failed."""
+        rng, tool = self.rng, call.tool
+        where = {
+            "path": str(args.get("path", "")),
+            "url": str(args.get("url") or (args.get("urls") or [""])[0]),
         }
-
-    def pages(self) -> tuple[str, ...]:
-        """The pages this session's web calls fetch: the ones its kind of task names, else ``SITES``."""
-        return tuple(self.fill(page) for page in PAGES.get(self.kind, SITES))
-
-    def _fails(self, tool: str) -> bool:
-        return self.rng.random() < FAILURE_RATE[tool] * self.factor
-
-    def _result(self, tool: str, args: dict[str, Any], fail: bool) -> str:
-        rng = self.rng
         if tool == "terminal":
-            command = args["command"]
             if fail:
-                # A command that fails for a reason of its own says so; any other fails generically.
-                # Only when the call is meant to fail: some commands (pytest) appear in both lists.
-                if command in self._failed:
-                    code, output = self._failed[command]
-                    return _json({"output": output, "exit_code": code, "error": None})
-                code, output = rng.choice(
-                    (
-                        (127, f"bash: line 1: {command.split()[0]}: command not found"),
-                        (1, "Error: permission denied"),
-                        (124, "Command timed out after 60s"),
-                    )
-                )
+                # A command that fails for a reason of its own mostly says so; else it fails as any may.
+                if call.fail is not None and rng.random() < 0.7:
+                    code, output = call.fail
+                    return _json({"output": self.fill(output), "exit_code": code, "error": None})
+                code, output = rng.choice(TERMINAL_FAILS)
+                output = fill_template(output, {"command": args["command"].split()[0]})
                 return _json({"output": output, "exit_code": code, "error": None})
-            output = self._printed.get(command, "ok")
-            return _json({"output": output, "exit_code": 0, "error": None})
-        if tool == "read_file":
-            if fail:
-                return _json({"error": f"File not found: {args['path']}"})
-            lines = self.fill(FILE_CONTENTS[_file_kind(args["path"])]).splitlines()
-            body = "\n".join(f"{n:>4}|{line}" for n, line in enumerate(lines, start=1))
-            return _json(
-                {"content": body, "total_lines": len(lines), "file_size": len(body), "truncated": False}
-            )
-        if tool == "write_file":
-            if fail:
-                return _json({"error": f"Permission denied: {args['path']}"})
-            return _json({"bytes_written": len(args["content"]), "dirs_created": False})
-        if tool == "patch":
-            if fail:
-                return _json(
-                    {"success": False, "error": "Could not find a match for old_string in " + args["path"]}
-                )
-            return _json(
-                {
-                    "success": True,
-                    "diff": f"-{args['old_string']}\n+{args['new_string']}",
-                    "files_modified": [args["path"]],
-                }
-            )
-        if tool == "search_files":
-            if fail:
-                return _json({"error": "Path not found: " + args["path"]})
-            places = self.pool(READ_PATHS)
-            hits = [
-                {
-                    "path": self.fill(rng.choice(places)),
-                    "line": rng.randint(1, 300),
-                    "content": args["pattern"] + "(...)",
-                }
-                for _ in range(rng.randint(0, 4))
-            ]
-            return _json({"total_count": len(hits), "matches": hits})
+            return _json({"output": self.fill(call.out), "exit_code": 0, "error": None})
         if tool == "execute_code":
-            pending = self._code_outputs.get(args["code"])
-            output = pending.pop(0) if pending else ""
             if fail:
+                error = self.fill(call.fail) if call.fail is not None else FAILS["execute_code"]
                 return _json(
                     {
                         "status": "error",
                         "output": "",
-                        "error": output,
+                        "error": error,
                         "duration_seconds": round(rng.uniform(0.02, 0.9), 2),
                     }
                 )
+            numbers = {
+                "n": str(rng.randint(1_000, 90_000)),
+                **{key: str(rng.randint(1, 9)) for key in ("x", "y", "z")},
+            }
+            output = fill_template(self.fill(call.out), numbers)
             return _json(
                 {
                     "status": "success",
@@ -695,52 +561,63 @@ class _SessionWriter:
                     "duration_seconds": round(rng.uniform(0.05, 3.0), 2),
                 }
             )
-        if tool == "web_search":
-            if fail:
-                return _json({"success": False, "error": "Search provider returned HTTP 429: rate limited"})
-            results = [
+        if fail and tool in FAILS:
+            error = fill_template(FAILS[tool], where)
+            if tool in ("patch", "web_search", "web_extract", "browser_navigate", "memory"):
+                return _json({"success": False, "error": error})
+            return _json({"error": error})
+        if tool == "read_file":
+            lines = self.fill(call.out).splitlines()
+            body = "\n".join(f"{n:>4}|{line}" for n, line in enumerate(lines, start=1))
+            return _json(
+                {"content": body, "total_lines": len(lines), "file_size": len(body), "truncated": False}
+            )
+        if tool == "write_file":
+            return _json({"bytes_written": len(args["content"].encode()), "dirs_created": False})
+        if tool == "patch":
+            return _json(
                 {
-                    "title": f"{args['query'].title()} - result {i}",
-                    "url": rng.choice(SITES),
-                    "description": "An overview with benchmarks and migration notes.",
+                    "success": True,
+                    "diff": f"-{args['old_string']}\n+{args['new_string']}",
+                    "files_modified": [args["path"]],
                 }
-                for i in range(1, 4)
+            )
+        if tool == "search_files":
+            found = [self.fill(hit) for hit in call.out]
+            if args.get("target") == "files":
+                return _json({"total_count": len(found), "files": found})
+            matches = []
+            for hit in found:
+                path, line, text = hit.split(":", 2)
+                matches.append({"path": path, "line": int(line), "content": text})
+            return _json({"total_count": len(matches), "matches": matches})
+        if tool == "web_search":
+            results = [
+                {"title": self.fill(title), "url": self.fill(url), "description": self.fill(about)}
+                for title, url, about in call.out
             ]
             return _json({"success": True, "data": {"web": results}})
         if tool == "web_extract":
-            if fail:
-                return _json(
-                    {"success": False, "error": "HTTP 403 Forbidden while fetching " + args["urls"][0]}
-                )
+            content = self.fill(call.out)
             return _json(
                 {
                     "results": [
-                        {
-                            "url": u,
-                            "title": "Documentation",
-                            "content": "# Overview\n\nKey points: "
-                            "stable API, breaking changes listed under 'Migration'.",
-                        }
+                        {"url": u, "title": content.splitlines()[0].lstrip("# "), "content": content}
                         for u in args["urls"]
                     ]
                 }
             )
         if tool == "browser_navigate":
-            if fail:
-                return _json({"success": False, "error": "net::ERR_NAME_NOT_RESOLVED at " + args["url"]})
+            title = self.fill(call.out)
             return _json(
                 {
                     "success": True,
                     "url": args["url"],
-                    "title": "Docs",
-                    "snapshot": '- heading "Docs" [ref=e1]',
+                    "title": title,
+                    "snapshot": f'- heading "{title}" [ref=e1]',
                 }
             )
         if tool == "memory":
-            if fail:
-                return _json(
-                    {"success": False, "error": "Memory is full (2,200/2,200 chars). Remove an entry first."}
-                )
             return _json({"success": True, "message": "Entry added.", "usage": "1,024/2,200 chars"})
         return _json(
             {
@@ -772,14 +649,6 @@ class _SessionWriter:
             self.tokens_out,
             title,
         )
-
-
-def _file_kind(path: str) -> str:
-    suffix = path.rsplit(".", 1)[-1] if "." in path.rsplit("/", 1)[-1] else ""
-    kinds = {"csv": "csv", "md": "markdown", "toml": "toml", "log": "log", "conf": "config"}
-    if suffix in kinds:
-        return kinds[suffix]
-    return "log" if path.startswith("/var/log") else "code"
 
 
 def _json(value: Any) -> str:

@@ -1,6 +1,7 @@
 """``/ui``: the approvers' web page, server-rendered with Jinja2.
 
-Sign in with an approver (or admin) token. The cookie never holds the token itself: it holds the
+Sign in with an approver (or admin) token, or with a ``/ui/login#token=...`` link (the page's script
+posts the form, unless the browser is signed in already). The cookie never holds the token itself: it holds the
 token's id, an expiry (12 hours), a nonce naming the sign-in on the server and an HMAC under the
 database's secret, HttpOnly and SameSite=Strict; every page load checks the token is still live and
 the sign-in was not ended, so revoking the token or signing out ends it on every daemon. Every form
@@ -139,10 +140,14 @@ def shown_at(secret: str, cookie: str, request_id: str, digest: str, token: str)
     return int(at) / 1000
 
 
-def _card(record: Confirmation, secret: str, session: WebSession) -> dict[str, Any]:
+def _card(
+    record: Confirmation, secret: str, session: WebSession, high_risk: frozenset[str]
+) -> dict[str, Any]:
     now_ms = int(time.time() * 1000)
     return {
         "r": record,
+        # The daemon's own high-risk list (the one no whitelist rule can approve), folded as submit folds.
+        "high_risk": policy.is_high_risk(record.action, high_risk),
         "details": displayable_details(record.details),
         "warnings": text_warnings(record.description, record.details, record.action),
         "shown": shown_token(secret, session.cookie, record.id, record.digest, now_ms),
@@ -153,7 +158,7 @@ def _pending_context(store: ConfirmationStore, session: WebSession, min_view: fl
     pending = store.list_requests(status="pending", limit=500, newest_first=False)
     secret = store.secret()
     return {
-        "cards": [_card(r, secret, session) for r in pending],
+        "cards": [_card(r, secret, session, store.settings.high_risk) for r in pending],
         "version": _version([r.id for r in pending]),
         "csrf": session.csrf(secret),
         "identity": session.identity,
@@ -168,10 +173,13 @@ def _version(ids: list[str]) -> str:
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_page(request: Request, store: StoreDep) -> HTMLResponse:
-    """The sign-in form, with a CSRF token bound to a fresh pre-sign-in cookie."""
+    """The sign-in form, with a CSRF token bound to a fresh pre-sign-in cookie; it names who this
+    browser is signed in as, if anyone (a sign-in link then fills the form but does not switch)."""
     nonce = secrets.token_hex(16)
     csrf = policy.login_csrf_token(await run_in_threadpool(store.secret), nonce)
-    response = _render(request, "login.html", {"error": None, "csrf": csrf})
+    session = await run_in_threadpool(_session, request, store)
+    signed_in = session.identity.name if session is not None else None
+    response = _render(request, "login.html", {"error": None, "csrf": csrf, "signed_in": signed_in})
     response.set_cookie(
         LOGIN_COOKIE,
         nonce,
@@ -312,7 +320,7 @@ async def cards(
                 found.append(record)
         found.sort(key=lambda r: r.created_at)
         return {
-            "cards": [_card(r, secret, session) for r in found],
+            "cards": [_card(r, secret, session, store.settings.high_risk) for r in found],
             "csrf": session.csrf(secret),
             "now": time.time(),
             "min_view_ms": int(settings.ui_min_view_seconds * 1000),

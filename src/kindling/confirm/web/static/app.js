@@ -6,10 +6,17 @@
 //   server checks the same from the card's signed render time).
 (function () {
   "use strict";
+  // A sign-in link (/ui/login#token=...) signs in: the fragment never reaches the server or its logs,
+  // and it leaves the address bar at once. A browser already signed in is not switched to another
+  // account by a link: the token is filled in and the approver chooses.
   var token = document.getElementById("token");
   if (token && location.hash.indexOf("#token=") === 0) {
-    token.value = decodeURIComponent(location.hash.slice(7));
+    var value = "";
+    try { value = decodeURIComponent(location.hash.slice(7)).trim(); } catch (e) { value = ""; }
     history.replaceState(null, "", location.pathname);
+    token.value = value;
+    var login = document.getElementById("login");
+    if (value && login && !login.hasAttribute("data-signed-in")) login.submit();
   }
   var section = document.getElementById("pending");
   if (!section) return;
