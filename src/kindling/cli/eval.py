@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
                 "results, a folder of them). Each SOURCE is one agent set-up: its tools are the ones its "
                 "sessions called.",
                 show_default=False,
-                metavar="SOURCE...",
+                metavar="SOURCE",
             ),
         ],
         base_url: Annotated[
