@@ -1,0 +1,12 @@
+"""Watching a kindling service run: Prometheus metrics, structured logs, tracing, health.
+
+Each part is a small module a service takes with a few lines:
+
+- ``metrics``: a registry of the service's own with request counts and latencies by route
+  (``HttpMetrics``), rendered in the Prometheus text format, and the check of a metrics token.
+- ``logs``: the human log lines a service has always printed, or ``--log-format json`` (one object a
+  line: time, level, event, request id, tenant); ``RequestLog`` carries the last two.
+- ``tracing``: OpenTelemetry spans, one per request, when the standard ``OTEL_*`` variables ask
+  for them and ``kindling[otel]`` is installed; otherwise nothing at all.
+- ``health``: ``/health`` (the process answers) and ``/ready`` (what it needs is reachable).
+"""
