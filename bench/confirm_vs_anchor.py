@@ -15,6 +15,7 @@ for it under ``build/`` (``--anchor-python`` uses another interpreter instead).
     python bench/confirm_vs_anchor.py --quick               # a smoke run
     python bench/confirm_vs_anchor.py --clients 4 --seconds 10 --rounds 5 --no-postgresql
     python bench/confirm_vs_anchor.py --idempotency-keys    # every submit with a key, as kindling's client sends
+    python bench/confirm_vs_anchor.py --metrics-overhead --no-postgresql  # metrics on against off
 """
 
 from __future__ import annotations
@@ -253,7 +254,9 @@ class Anchor(Target):
 
 
 class Kindling(Target):
-    def __init__(self, name: str, db: str, clients: int, src: Path = ROOT / "src") -> None:
+    def __init__(
+        self, name: str, db: str, clients: int, src: Path = ROOT / "src", env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(name)
         self.db = db
         self.store = ConfirmationStore(db, ConfirmSettings(db=db))
@@ -267,6 +270,7 @@ class Kindling(Target):
             # The bench measures the cycle, not the limits: lift them past what a run can submit.
             "KINDLING_CONFIRM_RATE_LIMIT": "1000000",
             "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "1000000",
+            **(env or {}),
         }
         cmd = [sys.executable, "-m", "kindling", "confirm", "serve", "--port", str(self.port), "--db", db]
         self.proc = subprocess.Popen(
@@ -311,6 +315,12 @@ def main() -> int:
         help="send a fresh Idempotency-Key with every submit, as kindling's own client does "
         "(the anchor ignores the header)",
     )
+    parser.add_argument(
+        "--metrics-overhead",
+        action="store_true",
+        help="also run kindling on SQLite with metrics off (KINDLING_CONFIRM_METRICS=off), interleaved, "
+        "and print metrics on / off",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.rounds = 1.0, 1
@@ -328,6 +338,10 @@ def main() -> int:
                 name = f"kindling-sqlite-{Path(src).resolve().parent.name}"
                 db = str(Path(tmp) / f"kindling-{n}.db")
                 targets.append(Kindling(name, db, max(args.clients), Path(src).resolve()))
+            if args.metrics_overhead:
+                db = str(Path(tmp) / "kindling-metrics-off.db")
+                off = {"KINDLING_CONFIRM_METRICS": "off"}
+                targets.append(Kindling("kindling-sqlite-metrics-off", db, max(args.clients), env=off))
             if not args.no_postgresql:
                 import psycopg
 
@@ -374,6 +388,14 @@ def main() -> int:
                         f"confirm_vs_anchor clients={clients} ratio {name}/anchor: "
                         f"cycles/s {run.rate / anchor.rate:.2f}x, "
                         f"p99 {run.percentile(0.99) / anchor.percentile(0.99):.2f}x"
+                    )
+                if args.metrics_overhead:
+                    on = results[("kindling-sqlite", clients)]
+                    off_run = results[("kindling-sqlite-metrics-off", clients)]
+                    print(
+                        f"confirm_vs_anchor clients={clients} metrics on/off: "
+                        f"cycles/s {on.rate / off_run.rate:.3f}x, "
+                        f"p99 {on.percentile(0.99) / off_run.percentile(0.99):.2f}x"
                     )
         finally:
             for target in locals().get("targets", []):

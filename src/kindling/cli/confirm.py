@@ -117,16 +117,24 @@ def serve_command(
         store.close()
     if raw:
         # The token goes to stdout once and nowhere else: stderr often ends up in a shared log.
-        err_console.print(
-            "No tokens yet: created an admin token, printed once on stdout below.", markup=False
-        )
-        typer.echo(raw)
-        err_console.print(
+        first = "No tokens yet: created an admin token, printed once on stdout below."
+        then = (
             f"Sign in at {settings.base_url}/ui/login with it (or open "
-            f"{settings.base_url}/ui/login#token=<token>).",
-            markup=False,
-            soft_wrap=True,
+            f"{settings.base_url}/ui/login#token=<token>)."
         )
+        if log_format == "json":  # stderr stays one JSON object a line
+            import logging
+
+            from kindling.confirm.server import log_to_stderr
+
+            log_to_stderr(log_level, log_format)
+            logging.getLogger("kindling.confirm").warning(first)
+            typer.echo(raw)
+            logging.getLogger("kindling.confirm").warning(then)
+        else:
+            err_console.print(first, markup=False)
+            typer.echo(raw)
+            err_console.print(then, markup=False, soft_wrap=True)
     serve(settings, log_level=log_level, log_format=log_format)
 
 

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from kindling import __version__
-from kindling.cli import confirm, cron, hermes, mcp, proxy, review, sessions, stats, templates
+from kindling.cli import confirm, cron, doctor, hermes, mcp, proxy, review, sessions, stats, templates
 from kindling.cli.common import err_console
 from kindling.config import raise_errors
 from kindling.errors import KindlingError
@@ -120,7 +120,7 @@ def _root(
     """
 
 
-for _module in (sessions, stats, templates, review, confirm, cron, hermes, proxy, mcp):
+for _module in (sessions, stats, templates, review, confirm, cron, hermes, proxy, mcp, doctor):
     _module.register(app)
 
 
