@@ -110,6 +110,7 @@ class Run:
 
     cycles: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0  # the server process's CPU seconds (all its threads) while it was driven
     latencies: list[float] = field(default_factory=list)
     acked: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -117,9 +118,15 @@ class Run:
     def add(self, other: Run) -> None:
         self.cycles += other.cycles
         self.seconds += other.seconds
+        self.cpu += other.cpu
         self.latencies.extend(other.latencies)
         self.acked.update(other.acked)
         self.errors.extend(other.errors)
+
+    @property
+    def cpu_per_cycle(self) -> float:
+        """The server's CPU milliseconds per submit→approve cycle: what a busy machine disturbs least."""
+        return self.cpu / self.cycles * 1000 if self.cycles else float("nan")
 
     @property
     def rate(self) -> float:
@@ -221,6 +228,13 @@ class Target:
         self.port = 0
         self.agents: list[str] = [""]
         self.approver = ""
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far (user + system, every thread)."""
+        if self.proc is None:
+            return 0.0
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -355,6 +369,7 @@ def main() -> int:
                 for r in range(args.rounds):
                     order = targets[r % len(targets) :] + targets[: r % len(targets)]
                     for target in order:
+                        cpu_before = target.cpu_seconds()
                         run = asyncio.run(
                             _drive(
                                 target.port,
@@ -365,6 +380,7 @@ def main() -> int:
                                 args.idempotency_keys,
                             )
                         )
+                        run.cpu = target.cpu_seconds() - cpu_before
                         results.setdefault((target.name, clients), Run()).add(run)
             for clients in args.clients:
                 anchor = results[("anchor", clients)]
@@ -380,10 +396,18 @@ def main() -> int:
                     print(
                         f"confirm_vs_anchor clients={clients} {target.name}: cycles/s={run.rate:.1f} "
                         f"p50_ms={run.percentile(0.5):.2f} p99_ms={run.percentile(0.99):.2f} "
+                        f"cpu_ms/cycle={run.cpu_per_cycle:.3f} "
                         f"acked={len(run.acked)} lost={lost} errors={len(run.errors)}{audit}"
                     )
                 for name in [t.name for t in targets if t.name != "anchor"]:
                     run = results[(name, clients)]
+                    if name != "kindling-sqlite":
+                        mine = results[("kindling-sqlite", clients)]
+                        print(
+                            f"confirm_vs_anchor clients={clients} ratio {name}/kindling-sqlite: "
+                            f"cycles/s {run.rate / mine.rate:.3f}x, "
+                            f"server CPU a cycle {run.cpu_per_cycle / mine.cpu_per_cycle:.3f}x"
+                        )
                     print(
                         f"confirm_vs_anchor clients={clients} ratio {name}/anchor: "
                         f"cycles/s {run.rate / anchor.rate:.2f}x, "
@@ -395,7 +419,8 @@ def main() -> int:
                     print(
                         f"confirm_vs_anchor clients={clients} metrics on/off: "
                         f"cycles/s {on.rate / off_run.rate:.3f}x, "
-                        f"p99 {on.percentile(0.99) / off_run.percentile(0.99):.2f}x"
+                        f"p99 {on.percentile(0.99) / off_run.percentile(0.99):.2f}x, "
+                        f"server CPU a cycle {on.cpu_per_cycle / off_run.cpu_per_cycle:.3f}x"
                     )
         finally:
             for target in locals().get("targets", []):

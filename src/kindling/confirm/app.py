@@ -19,8 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from kindling.confirm import handlers
 from kindling.confirm.calls import Call, EdgeRoutes, Found
@@ -32,8 +31,9 @@ from kindling.confirm.web import STATIC_DIR
 from kindling.confirm.workers import run_decision_watch, run_outbox, run_sweeper, run_token_checks
 from kindling.edge import BodyLimit, Head, read_head
 from kindling.errors import KindlingError
+from kindling.observe.asgi import observe_call, route_template
 from kindling.observe.logs import begin_request
-from kindling.observe.metrics import UNMATCHED, HttpMetrics
+from kindling.observe.metrics import HttpMetrics
 from kindling.observe.tracing import Spans, start_tracing
 from kindling.version import kindling_version
 
@@ -94,58 +94,17 @@ class ConfirmApp(FastAPI):
 
     async def _framework(self, head: Head, scope: Scope, receive: Receive, send: Send) -> None:
         if self.body_limit.declared_past(head.content_length):
-            await self._refuse(self._template(scope), head, scope, receive, send)
+            await self._refuse(route_template(scope, self.router.routes), head, scope, receive, send)
             return
-        begin_request(head.request_id)
-        metrics, spans = self.http_metrics, self.spans
-        if metrics is None and spans is None:
-            await super().__call__(scope, self.body_limit.counting(receive), send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        span = None
-        if spans is not None:
-            span = spans.start(
-                f"{scope['method']} {scope['path']}",
-                {"http.request.method": scope["method"]},
-                traceparent=head.traceparent,
-            )
-        try:
-            await super().__call__(scope, self.body_limit.counting(receive), sending)
-        finally:
-            template = self._template(scope)
-            if metrics is not None:
-                metrics.observe(template, scope["method"], status, time.perf_counter() - started)
-            if span is not None:
-                span.update_name(f"{scope['method']} {template}")
-                span.set_attribute("http.route", template)
-                span.set_attribute("http.response.status_code", status)
-                span.end()
-
-    def _template(self, scope: Scope) -> str:
-        # The matched route's template once the router has run (FastAPI puts the route in the
-        # scope; a mount, the static files, leaves its prefix as the root path). Before it has
-        # run (a 413 at the door), the route is matched here.
-        route = scope.get("route")
-        if route is None and "endpoint" not in scope:
-            for candidate in self.router.routes:
-                match, child = candidate.matches(scope)
-                if match is Match.FULL:
-                    route = child.get("route", candidate)
-                    break
-        path = getattr(route, "path", None)
-        if path:
-            return str(path)
-        if "endpoint" in scope and scope.get("root_path"):
-            return str(scope["root_path"])
-        return UNMATCHED
+        await observe_call(
+            super().__call__,
+            head,
+            scope,
+            self.body_limit.counting(receive),
+            send,
+            metrics=self.http_metrics,
+            spans=self.spans,
+        )
 
     # What ``serving.Direct`` asks: the daemon's server answers the edge requests on the connection
     # itself when they are plain (see ``kindling.serving._direct``), with the same bytes.

@@ -106,6 +106,7 @@ def configure_logging(level: str = "info", log_format: str = "human") -> None:
     if log_format == "human":
         _attach(kindling, logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         kindling.setLevel(numeric)
+        logging.getLogger("uvicorn").setLevel(logging.NOTSET)  # uvicorn sets up its own loggers
         return
     for name in ("kindling", "uvicorn"):
         logger = logging.getLogger(name)
