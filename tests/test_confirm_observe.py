@@ -331,3 +331,12 @@ def test_serve_logs_json_lines(tmp_path: Path) -> None:
     failed = next(line for line in lines if line["request_id"] == "req-abc-123")
     assert failed["level"] == "error" and failed["tenant"] == "json-bot"
     assert any(line["logger"].startswith("uvicorn") for line in lines)  # uvicorn's own lines too
+
+
+def test_serve_refuses_an_unknown_log_format() -> None:
+    from typer.testing import CliRunner
+
+    from kindling.cli.main import app
+
+    result = CliRunner().invoke(app, ["confirm", "serve", "--log-format", "xml"])
+    assert result.exit_code == 2 and "--log-format" in result.output

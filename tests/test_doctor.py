@@ -145,6 +145,16 @@ def test_each_token_must_have_its_users_role(tmp_path: Path) -> None:
         approver = found(swapped, "approver token (KINDLING_CONFIRM_APPROVER_TOKEN)")
         assert approver.status == "fail" and "cannot decide" in approver.detail
         assert "--role approver" in approver.fix
+        assert "confirm daemon ready" not in {c.name for c in good}
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM kindling_migrations WHERE name LIKE 'm001%'")
+        not_ready = found(diagnose(DoctorOptions(confirm_url=server.base_url)), "confirm daemon ready")
+        assert not_ready.status == "fail" and "lacks 1 migration" in not_ready.detail
+        assert not_ready.fix.startswith("Read the daemon's log")
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO kindling_migrations (component, name, applied_at) VALUES ('confirm', 'm001_initial', 'x')"
+            )
         unknown = found(
             diagnose(DoctorOptions(confirm_url=server.base_url, agent_token="kct_revoked")),
             "agent token (KINDLING_CONFIRM_TOKEN)",

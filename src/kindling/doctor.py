@@ -203,6 +203,17 @@ def check_daemon(options: DoctorOptions, now: Callable[[], float]) -> list[Check
                     )
                 ]
             checks.append(Check("confirm daemon", "ok", f"The daemon at {url} answers."))
+            ready = http.get("/ready")
+            if ready.status_code == 503:
+                problems = ready.json().get("problems", []) if _is_json(ready) else []
+                checks.append(
+                    Check(
+                        "confirm daemon ready",
+                        "fail",
+                        " ".join(problems) or "The daemon is not ready.",
+                        "Read the daemon's log (journalctl -u kindling-confirm); check its database.",
+                    )
+                )
             checks.append(_skew("confirm daemon clock", health.headers.get("date"), (before + after) / 2))
             for label, token, wanted in (
                 ("agent token (KINDLING_CONFIRM_TOKEN)", options.agent_token, "agent"),
@@ -220,6 +231,10 @@ def check_daemon(options: DoctorOptions, now: Callable[[], float]) -> list[Check
             )
         ]
     return checks
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("application/json")
 
 
 def _token_role(http: httpx.Client, label: str, token: str, wanted: str) -> Check:
