@@ -973,6 +973,33 @@ def test_the_edge_answers_exactly_as_the_routes_do(tmp_path: Path, monkeypatch: 
     assert edge_routes.find("/confirm/cr_1/approve")[1] is approve_call  # type: ignore[index]
     for other in ("/confirm/", "/confirm//approve", "/confirm/cr_1/approve/", "/confirm/cr_1", "/audit"):
         assert edge_routes.find(other) is None, other
+    # Whatever the path, the edge finds a route exactly when the router's own pattern matches it.
+    marked = [
+        r for r in router.routes if getattr(r, "path", "") in edge_routes.templates() and "POST" in r.methods
+    ]
+    for path in (
+        "/confirm",
+        "/confirm/x/approve",
+        "/confirm/x/deny",
+        "/confirm/x/y/approve",
+        "//x/approve",
+        "/confirm/x/approvE",
+        "/Confirm/x/deny",
+        "/confirm/ü:%20/deny",
+        "/confirm/x/deny/",
+        "confirm/x/deny",
+        "/confirm/x//deny",
+        "/confirm/ /approve",
+        "/",
+        "",
+        "/confirm/x/approve?x=1",
+    ):
+        routed = next((r for r in marked if r.path_regex.match(path)), None)
+        answered = edge_routes.find(path)
+        assert (answered is None) == (routed is None), path
+        if answered is not None and routed is not None:
+            assert answered.template == routed.path
+            assert answered.params == routed.path_regex.match(path).groupdict()
 
     async def streamed(chunks: int) -> AsyncIterator[bytes]:  # no Content-Length: chunked
         for _ in range(chunks):

@@ -9,6 +9,7 @@ kindling's, so any layer may use it.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 
 from starlette.exceptions import HTTPException
@@ -25,10 +26,20 @@ class Head:
     Starlette's ``Headers.get`` reads it, decoded as latin-1 (None when absent).
 
     ``framed`` is False when the body's length is not simply declared (``Transfer-Encoding`` or
-    ``Expect`` present): such a request is left to the ASGI server's full handling.
+    ``Expect`` present): such a request is left to the ASGI server's full handling. A head is also
+    its request's log context (``observe.logs``): its request id, and its ``tenant`` once the
+    service knows the caller.
     """
 
-    __slots__ = ("authorization", "content_length", "framed", "idempotency_key", "request_id", "traceparent")
+    __slots__ = (
+        "authorization",
+        "content_length",
+        "framed",
+        "idempotency_key",
+        "request_id",
+        "tenant",
+        "traceparent",
+    )
 
     def __init__(self) -> None:
         self.authorization: str | None = None
@@ -36,7 +47,15 @@ class Head:
         self.idempotency_key: str | None = None
         self.request_id: str | None = None
         self.traceparent: str | None = None
+        self.tenant: str | None = None
         self.framed = True
+
+    def id(self) -> str:
+        """Return the request id: the client's ``X-Request-ID``, else one made (16 hex digits) the
+        first time it is asked for."""
+        if self.request_id is None:
+            self.request_id = secrets.token_hex(8)
+        return self.request_id
 
 
 def read_head(headers: Iterable[tuple[bytes, bytes]]) -> Head:

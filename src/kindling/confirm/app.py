@@ -32,7 +32,7 @@ from kindling.confirm.workers import run_decision_watch, run_outbox, run_sweeper
 from kindling.edge import BodyLimit, Head, read_head
 from kindling.errors import KindlingError
 from kindling.observe.asgi import observe_call, route_template
-from kindling.observe.logs import begin_request
+from kindling.observe.logs import CURRENT
 from kindling.observe.metrics import HttpMetrics
 from kindling.observe.tracing import Spans, start_tracing
 from kindling.version import kindling_version
@@ -123,7 +123,8 @@ class ConfirmApp(FastAPI):
         """Answer an edge request: status, headers (as ``JSONResponse`` sends them) and body,
         counted, timed and spanned. The errors the app answers are answered as it answers them;
         anything else is raised (a 500)."""
-        started = time.perf_counter()
+        metrics = self.http_metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         spans = self.spans
         span = None
         if spans is not None:
@@ -134,7 +135,8 @@ class ConfirmApp(FastAPI):
             )
         status = 500
         try:
-            call = Call(self.state, head, body, begin_request(head.request_id), span)
+            CURRENT.set(head)  # the head is the request's log context
+            call = Call(self.state, head, body, head, span)
             try:
                 result = await found.answer(call, **found.params)
             except (KindlingError, StarletteHTTPException) as exc:
@@ -155,8 +157,8 @@ class ConfirmApp(FastAPI):
                 ]
             return status, headers, result.body
         finally:
-            if self.http_metrics is not None:
-                self.http_metrics.observe(found.template, "POST", status, time.perf_counter() - started)
+            if metrics is not None:
+                metrics.observe(found.template, "POST", status, time.perf_counter() - started)
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
                 span.end()

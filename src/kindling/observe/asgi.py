@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kindling.edge import Head, read_head
-from kindling.observe.logs import begin_request
+from kindling.observe.logs import CURRENT
 from kindling.observe.metrics import UNMATCHED, HttpMetrics
 from kindling.observe.tracing import Spans
 
@@ -50,7 +50,7 @@ async def observe_call(
     spans: Spans | None,
 ) -> None:
     """Call ``app`` for one HTTP request, counted, timed and spanned by its route's template."""
-    begin_request(head.request_id)
+    CURRENT.set(head)  # the head is the request's log context
     if metrics is None and spans is None:
         await app(scope, receive, send)
         return

@@ -13,7 +13,7 @@ import secrets
 import sys
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -33,8 +33,19 @@ _LEVELS = {
 SERVICE_LOGGERS = ("kindling", "uvicorn", "uvicorn.error", "uvicorn.access")
 
 
+class LogContext(Protocol):
+    """What the log lines written while a request is answered say about it: its id and tenant
+    (``RequestLog``, or the request's ``edge.Head``)."""
+
+    tenant: str | None
+
+    def id(self) -> str:
+        """Return the request id."""
+        ...
+
+
 class RequestLog:
-    """What the log lines written while a request is answered say about it: its id and tenant."""
+    """A request's log context: its id (made when first needed) and tenant."""
 
     __slots__ = ("request_id", "tenant")
 
@@ -50,12 +61,13 @@ class RequestLog:
 
 
 #: The request being answered in this task (or thread it handed work to), if any.
-CURRENT: ContextVar[RequestLog | None] = ContextVar("kindling_request_log", default=None)
+CURRENT: ContextVar[LogContext | None] = ContextVar("kindling_request_log", default=None)
 
 
 def begin_request(request_id: str | None) -> RequestLog:
     """Start the log context of a request in the current task; return it (set ``tenant`` on it
-    once the caller is known)."""
+    once the caller is known). A service that has read the request's ``edge.Head`` sets the head
+    itself instead (``CURRENT.set(head)``), one object fewer a request."""
     entry = RequestLog(request_id)
     CURRENT.set(entry)
     return entry

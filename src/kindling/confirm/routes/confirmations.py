@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Annotated, Any, Literal
 
@@ -378,14 +379,9 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
     return answer
 
 
-async def approve_call(call: Call, request_id: str) -> Answer:
-    """Approve as ``POST /confirm/{id}/approve`` does (``decide_call``)."""
-    return await decide_call(call, request_id, "approved")
-
-
-async def deny_call(call: Call, request_id: str) -> Answer:
-    """Deny as ``POST /confirm/{id}/deny`` does (``decide_call``)."""
-    return await decide_call(call, request_id, "denied")
+#: Approve and deny as ``POST /confirm/{id}/approve|deny`` do: ``decide_call(call, request_id)``.
+approve_call = functools.partial(decide_call, verdict="approved")
+deny_call = functools.partial(decide_call, verdict="denied")
 
 
 @router.post(
