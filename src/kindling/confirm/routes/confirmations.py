@@ -112,7 +112,8 @@ async def submit_call(call: Call) -> Answer:
     identity = await authorize_header(store, call.authorization, "submit")
     call.caller(identity.name)
     body = parse_body(await call.body(), SubmitBody)
-    call.trace(session_id=body.session_key)
+    if call.span is not None:
+        call.trace(session_id=body.session_key)
     key = call.idempotency_key or None
     if key is not None and len(key) > 200:
         raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
@@ -131,10 +132,10 @@ async def submit_call(call: Call) -> Answer:
     )
     answer = _submit_answer(outcome, body.action, identity.name, settings)
     await committed
-    if outcome.request is not None:
+    if call.span is not None and outcome.request is not None:
         call.trace(request_id=outcome.request.id)
-        if outcome.kind == "auto_approved" and call.state.metrics is not None:
-            call.state.metrics.decided("auto_approved")
+    if outcome.kind == "auto_approved" and call.state.metrics is not None:
+        call.state.metrics.decided("auto_approved")
     return answer
 
 
@@ -348,7 +349,8 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
     settings: ConfirmSettings = call.state.settings
     identity = await authorize_header(store, call.authorization, "decide")
     call.caller(identity.name)
-    call.trace(request_id=request_id)
+    if call.span is not None:
+        call.trace(request_id=request_id)
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = parse_body(await call.body(), model, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
@@ -373,7 +375,8 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
         )
     await committed
     call.state.decision_signal.fire(record)
-    call.trace(session_id=record.session_key)
+    if call.span is not None:
+        call.trace(session_id=record.session_key)
     if call.state.metrics is not None:
         call.state.metrics.decided(record.status)
     return answer
