@@ -15,6 +15,7 @@ for it under ``build/`` (``--anchor-python`` uses another interpreter instead).
     python bench/confirm_vs_anchor.py --quick               # a smoke run
     python bench/confirm_vs_anchor.py --clients 4 --seconds 10 --rounds 5 --no-postgresql
     python bench/confirm_vs_anchor.py --idempotency-keys    # every submit with a key, as kindling's client sends
+    python bench/confirm_vs_anchor.py --metrics-overhead --no-postgresql  # metrics on against off
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class Run:
 
     cycles: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0  # the server process's CPU seconds (all its threads) while it was driven
     latencies: list[float] = field(default_factory=list)
     acked: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -116,9 +118,15 @@ class Run:
     def add(self, other: Run) -> None:
         self.cycles += other.cycles
         self.seconds += other.seconds
+        self.cpu += other.cpu
         self.latencies.extend(other.latencies)
         self.acked.update(other.acked)
         self.errors.extend(other.errors)
+
+    @property
+    def cpu_per_cycle(self) -> float:
+        """The server's CPU milliseconds per submit→approve cycle: what a busy machine disturbs least."""
+        return self.cpu / self.cycles * 1000 if self.cycles else float("nan")
 
     @property
     def rate(self) -> float:
@@ -221,6 +229,13 @@ class Target:
         self.agents: list[str] = [""]
         self.approver = ""
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far (user + system, every thread)."""
+        if self.proc is None:
+            return 0.0
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -253,7 +268,9 @@ class Anchor(Target):
 
 
 class Kindling(Target):
-    def __init__(self, name: str, db: str, clients: int, src: Path = ROOT / "src") -> None:
+    def __init__(
+        self, name: str, db: str, clients: int, src: Path = ROOT / "src", env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(name)
         self.db = db
         self.store = ConfirmationStore(db, ConfirmSettings(db=db))
@@ -267,6 +284,7 @@ class Kindling(Target):
             # The bench measures the cycle, not the limits: lift them past what a run can submit.
             "KINDLING_CONFIRM_RATE_LIMIT": "1000000",
             "KINDLING_CONFIRM_TOKEN_RATE_LIMIT": "1000000",
+            **(env or {}),
         }
         cmd = [sys.executable, "-m", "kindling", "confirm", "serve", "--port", str(self.port), "--db", db]
         self.proc = subprocess.Popen(
@@ -311,6 +329,12 @@ def main() -> int:
         help="send a fresh Idempotency-Key with every submit, as kindling's own client does "
         "(the anchor ignores the header)",
     )
+    parser.add_argument(
+        "--metrics-overhead",
+        action="store_true",
+        help="also run kindling on SQLite with metrics off (KINDLING_CONFIRM_METRICS=off), interleaved, "
+        "and print metrics on / off",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.rounds = 1.0, 1
@@ -328,6 +352,10 @@ def main() -> int:
                 name = f"kindling-sqlite-{Path(src).resolve().parent.name}"
                 db = str(Path(tmp) / f"kindling-{n}.db")
                 targets.append(Kindling(name, db, max(args.clients), Path(src).resolve()))
+            if args.metrics_overhead:
+                db = str(Path(tmp) / "kindling-metrics-off.db")
+                off = {"KINDLING_CONFIRM_METRICS": "off"}
+                targets.append(Kindling("kindling-sqlite-metrics-off", db, max(args.clients), env=off))
             if not args.no_postgresql:
                 import psycopg
 
@@ -341,6 +369,7 @@ def main() -> int:
                 for r in range(args.rounds):
                     order = targets[r % len(targets) :] + targets[: r % len(targets)]
                     for target in order:
+                        cpu_before = target.cpu_seconds()
                         run = asyncio.run(
                             _drive(
                                 target.port,
@@ -351,6 +380,7 @@ def main() -> int:
                                 args.idempotency_keys,
                             )
                         )
+                        run.cpu = target.cpu_seconds() - cpu_before
                         results.setdefault((target.name, clients), Run()).add(run)
             for clients in args.clients:
                 anchor = results[("anchor", clients)]
@@ -366,14 +396,31 @@ def main() -> int:
                     print(
                         f"confirm_vs_anchor clients={clients} {target.name}: cycles/s={run.rate:.1f} "
                         f"p50_ms={run.percentile(0.5):.2f} p99_ms={run.percentile(0.99):.2f} "
+                        f"cpu_ms/cycle={run.cpu_per_cycle:.3f} "
                         f"acked={len(run.acked)} lost={lost} errors={len(run.errors)}{audit}"
                     )
                 for name in [t.name for t in targets if t.name != "anchor"]:
                     run = results[(name, clients)]
+                    if name != "kindling-sqlite":
+                        mine = results[("kindling-sqlite", clients)]
+                        print(
+                            f"confirm_vs_anchor clients={clients} ratio {name}/kindling-sqlite: "
+                            f"cycles/s {run.rate / mine.rate:.3f}x, "
+                            f"server CPU a cycle {run.cpu_per_cycle / mine.cpu_per_cycle:.3f}x"
+                        )
                     print(
                         f"confirm_vs_anchor clients={clients} ratio {name}/anchor: "
                         f"cycles/s {run.rate / anchor.rate:.2f}x, "
                         f"p99 {run.percentile(0.99) / anchor.percentile(0.99):.2f}x"
+                    )
+                if args.metrics_overhead:
+                    on = results[("kindling-sqlite", clients)]
+                    off_run = results[("kindling-sqlite-metrics-off", clients)]
+                    print(
+                        f"confirm_vs_anchor clients={clients} metrics on/off: "
+                        f"cycles/s {on.rate / off_run.rate:.3f}x, "
+                        f"p99 {on.percentile(0.99) / off_run.percentile(0.99):.2f}x, "
+                        f"server CPU a cycle {on.cpu_per_cycle / off_run.cpu_per_cycle:.3f}x"
                     )
         finally:
             for target in locals().get("targets", []):

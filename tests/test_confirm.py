@@ -355,14 +355,19 @@ def test_details_are_stored_untruncated(client: httpx.Client, tokens: Tokens) ->
     assert json.dumps(got["details"]) == json.dumps(details)
 
 
-def test_health_is_503_when_the_database_breaks(client: httpx.Client, store: ConfirmationStore) -> None:
+def test_ready_is_503_when_the_database_breaks_and_health_stays_up(
+    client: httpx.Client, store: ConfirmationStore
+) -> None:
     assert client.get("/health").status_code == 200
+    assert client.get("/ready").json() == {"status": "ready"}
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE confirm_requests RENAME TO confirm_requests_gone")
-    broken = client.get("/health")
-    assert broken.status_code == 503 and broken.json()["status"] == "error"
+    broken = client.get("/ready")
+    assert broken.status_code == 503 and broken.json()["status"] == "not ready"
     # What failed goes to the daemon's log; a client learns nothing of the database's whereabouts.
-    assert "log" in broken.json()["error"] and str(store.target) not in broken.text
+    assert "log" in broken.json()["problems"][0] and str(store.target) not in broken.text
+    # Liveness touches nothing: the process answers, so it is not restarted for a database outage.
+    assert client.get("/health").status_code == 200
 
 
 def test_gets_never_change_state(client: httpx.Client, tokens: Tokens, store: ConfirmationStore) -> None:
@@ -374,6 +379,8 @@ def test_gets_never_change_state(client: httpx.Client, tokens: Tokens, store: Co
         "/confirm?status=pending",
         "/audit",
         "/health",
+        "/ready",
+        "/metrics",
         "/tokens",
         "/whitelist",
         "/ui",

@@ -16,7 +16,8 @@ import pytest
 import uvicorn
 
 from kindling import serving
-from kindling.confirm.app import HotPaths, create_app
+from kindling.confirm.app import create_app
+from kindling.confirm.calls import AnswerFunction, Found
 from kindling.confirm.routes import confirmations
 from kindling.confirm.store import ConfirmationStore
 from kindling.serving import direct_supported, server_config, start_in_thread
@@ -87,13 +88,16 @@ def normal(answer: bytes) -> bytes:
     return re.sub(rb"(?m)^(date|content-length): [^\r]*\r\n", rb"\1: X\r\n", answer)
 
 
-def serve(tmp_path: Path, name: str, direct: bool) -> tuple[uvicorn.Server, int, Tokens, ConfirmationStore]:
+def serve(
+    tmp_path: Path, name: str, direct: bool, submit_call: AnswerFunction | None = None
+) -> tuple[uvicorn.Server, int, Tokens, ConfirmationStore]:
     db = str(tmp_path / f"{name}.db")
     store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=LIMIT, rate_limit=3))
     tokens = make_tokens(store)
     app = create_app(store.settings, store, background=False)
-    hot = HotPaths(app)
-    server = uvicorn.Server(server_config(hot, "127.0.0.1", 0, "critical", direct=hot if direct else None))
+    if submit_call is not None:  # what answers POST /confirm at the edge, replaced
+        app.edge_routes.fixed["/confirm"] = Found("/confirm", submit_call, {})
+    server = uvicorn.Server(server_config(app, "127.0.0.1", 0, "critical", direct=app if direct else None))
     _, port = start_in_thread(server, name=name, timeout=15, failure=RuntimeError("did not start"))
     assert port is not None
     return server, port, tokens, store
@@ -218,10 +222,9 @@ def test_a_direct_request_that_fails_is_a_500_that_closes(
     async def broken(call: confirmations.Call) -> confirmations.Answer:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(confirmations, "submit_call", broken)
     answers = {}
     for name, direct in (("app", False), ("direct", True)):
-        server, port, tokens, store = serve(tmp_path, name, direct)
+        server, port, tokens, store = serve(tmp_path, name, direct, broken)
         try:
             conn = Raw(port)
             conn.send(submit(tokens.agent))
@@ -274,8 +277,7 @@ def test_shutdown_closes_a_connection_once_its_direct_request_is_answered(
             await asyncio.sleep(0.01)
         return await slow_submit(call)
 
-    monkeypatch.setattr(confirmations, "submit_call", slow)
-    server, port, tokens, store = serve(tmp_path, "direct", True)
+    server, port, tokens, store = serve(tmp_path, "direct", True, slow)
     try:
         idle = Raw(port)
         busy = Raw(port)
@@ -302,7 +304,7 @@ def test_the_direct_path_is_used_only_on_the_uvicorn_releases_it_was_tested_on(
 ) -> None:
     db = str(tmp_path / "release.db")
     store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=LIMIT))
-    hot = HotPaths(create_app(store.settings, store, background=False))
+    hot = create_app(store.settings, store, background=False)
 
     def protocol_on(version: str) -> str:
         monkeypatch.setattr(uvicorn, "__version__", version)

@@ -938,17 +938,68 @@ def test_daemons_run_on_httptools_and_uvloop_when_installed(monkeypatch: pytest.
     assert (config.http, config.loop) == ("h11", "asyncio")
 
 
-# -- submit, approve and deny skip the framework's routing (issue 14) ------------------------------
-def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
+# -- submit, approve and deny skip the framework's routing -----------------------------------------
+def test_the_edge_answers_exactly_as_the_routes_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
     from collections.abc import AsyncIterator
 
-    from kindling.confirm.app import HotPaths, create_app
-    from kindling.confirm.routes.confirmations import hot_route
+    from kindling.confirm.app import create_app
+    from kindling.confirm.calls import EdgeRoutes
+    from kindling.confirm.routes import confirmations
+    from kindling.confirm.routes.confirmations import approve_call, deny_call, router, submit_call
 
-    assert hot_route("/confirm") is not None and hot_route("/confirm/cr_1/deny") is not None
+    through_routes: list[object] = []
+    real_route = confirmations.answer_route
+
+    async def counted_route(request: object, answer: object, **params: object) -> object:
+        through_routes.append(answer)
+        return await real_route(request, answer, **params)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(confirmations, "answer_route", counted_route)
+
+    # The edge's routes are the router's: the same templates, matched as the router matches them.
+    edge_routes = EdgeRoutes(router.routes)
+    assert sorted(edge_routes.templates()) == [
+        "/confirm",
+        "/confirm/{request_id}/approve",
+        "/confirm/{request_id}/deny",
+    ]
+    assert edge_routes.find("/confirm") == ("/confirm", submit_call, {})
+    assert edge_routes.find("/confirm/cr_1/deny") == (
+        "/confirm/{request_id}/deny",
+        deny_call,
+        {"request_id": "cr_1"},
+    )
+    assert edge_routes.find("/confirm/cr_1/approve")[1] is approve_call  # type: ignore[index]
     for other in ("/confirm/", "/confirm//approve", "/confirm/cr_1/approve/", "/confirm/cr_1", "/audit"):
-        assert hot_route(other) is None, other
+        assert edge_routes.find(other) is None, other
+    # Whatever the path, the edge finds a route exactly when the router's own pattern matches it.
+    marked = [
+        r for r in router.routes if getattr(r, "path", "") in edge_routes.templates() and "POST" in r.methods
+    ]
+    for path in (
+        "/confirm",
+        "/confirm/x/approve",
+        "/confirm/x/deny",
+        "/confirm/x/y/approve",
+        "//x/approve",
+        "/confirm/x/approvE",
+        "/Confirm/x/deny",
+        "/confirm/ü:%20/deny",
+        "/confirm/x/deny/",
+        "confirm/x/deny",
+        "/confirm/x//deny",
+        "/confirm/ /approve",
+        "/",
+        "",
+        "/confirm/x/approve?x=1",
+    ):
+        routed = next((r for r in marked if r.path_regex.match(path)), None)
+        answered = edge_routes.find(path)
+        assert (answered is None) == (routed is None), path
+        if answered is not None and routed is not None:
+            assert answered.template == routed.path
+            assert answered.params == routed.path_regex.match(path).groupdict()
 
     async def streamed(chunks: int) -> AsyncIterator[bytes]:  # no Content-Length: chunked
         for _ in range(chunks):
@@ -960,9 +1011,11 @@ def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
         store = ConfirmationStore(db, daemon_settings(db, max_body_bytes=4096, rate_limit=2))
         tokens = make_tokens(store)
         app = create_app(store.settings, store, background=False)
-        transport = httpx.ASGITransport(app=HotPaths(app) if hot else app)  # type: ignore[arg-type]
+        # Mounted under a prefix, the app answers through its routes (the framework); else at its edge.
+        prefix = "" if hot else "/mounted"
+        transport = httpx.ASGITransport(app=app, root_path=prefix)  # type: ignore[arg-type]
         answers: list[tuple[int, object, str]] = []
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://test" + prefix) as client:
 
             async def call(path: str, token: str | None, **kw: object) -> dict[str, object]:
                 headers = {**(auth(token) if token else {}), **kw.pop("headers", {})}  # type: ignore[dict-item]
@@ -1011,7 +1064,9 @@ def test_hot_paths_answer_exactly_as_the_app_does(tmp_path: Path) -> None:
         return answers
 
     through_app = asyncio.run(exchange("app", hot=False))
+    routed = len(through_routes)
     assert asyncio.run(exchange("hot", hot=True)) == through_app
+    assert routed >= 20 and len(through_routes) == routed, "the routes answered the first run only"
     statuses = [status for status, _, _ in through_app]
     assert statuses[:16] == [401, 401, 403, 400, 400, 400, 413, 401, 413, 202, 202, 202, 422, 400, 202, 429]
     assert statuses[16:] == [403, 404, 412, 400, 200, 409, 202, 200]

@@ -104,8 +104,16 @@ def free_port() -> int:
 class DaemonProcess:
     """``python -m kindling confirm serve`` in a subprocess, for kill -9 and multi-process tests."""
 
-    def __init__(self, db: str, *, port: int | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        db: str,
+        *,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.db = db
+        self.args = args or ["--log-level", "warning"]
         self.port = port or free_port()
         self.env = {
             **os.environ,
@@ -135,8 +143,7 @@ class DaemonProcess:
                 str(self.port),
                 "--db",
                 self.db,
-                "--log-level",
-                "warning",
+                *self.args,
             ],
             env=self.env,
             stdout=self._out,

@@ -27,8 +27,9 @@ from kindling.errors import (
     ToolCallError,
     UnknownFormatError,
 )
+from kindling.version import kindling_version
 
-__version__ = "0.1.0"
+__version__ = kindling_version()
 
 # A library stays quiet unless its host configures logging; kindling's failures also reach
 # callers through results and callbacks, never only through the log.

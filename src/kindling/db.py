@@ -202,3 +202,33 @@ def _lock_migrations(conn: Connection, key: str) -> None:
     # Held until the transaction ends; SQLite is serialised by the file lock in apply_migrations.
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
+def schema_problems(conn: Connection, component: str, migrations: Sequence[Migration]) -> list[str]:
+    """Return what keeps ``component``'s schema from being the one this code expects, one sentence
+    each: migrations not applied yet, or applied by a newer kindling that this one does not know.
+
+    An empty list: the schema is current. Runs one small query; raises what the driver raises.
+    """
+    known = [migration.__name__ for migration in migrations]
+    if not sa.inspect(conn).has_table("kindling_migrations"):
+        return [f"The {component} schema was never created (no kindling_migrations table)."]
+    applied = set(
+        conn.execute(
+            sa.select(_migrations_table.c.name).where(_migrations_table.c.component == component)
+        ).scalars()
+    )
+    problems = []
+    missing = [name for name in known if name not in applied]
+    if missing:
+        problems.append(
+            f"The {component} schema lacks {len(missing)} migration(s) ({', '.join(missing)}); "
+            "start the service once, or run any command that opens the store, to apply them."
+        )
+    newer = sorted(applied.difference(known))
+    if newer:
+        problems.append(
+            f"The {component} schema has migration(s) from a newer kindling ({', '.join(newer)}); "
+            "upgrade kindling here."
+        )
+    return problems

@@ -1,7 +1,11 @@
-"""Running a uvicorn server on a background thread: the start-and-wait both daemons share.
+"""The uvicorn server kindling's daemons run on: its settings, each response sent in one write, the
+direct protocol that answers a daemon's plainest requests on the connection itself, and the
+start-and-wait of a server on a background thread.
 
-A leaf module: the confirmation daemon and the proxy each wrap it with their own error and their own
-settings, and neither imports the other.
+The confirmation daemon and the proxy each wrap it with their own error and their own settings, and
+neither imports the other. The direct protocol subclasses uvicorn's httptools protocol and uses its
+internals, so it runs only on the uvicorn releases it was tested on (``DIRECT_UVICORN``, the ones
+pyproject.toml allows).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import uvicorn
+from starlette.requests import ClientDisconnect
+
+from kindling.edge import BodyLimit, Head, read_head
 
 # What uvicorn's C-parser protocol writes with; direct requests are answered only on it (without
 # httptools, a dependency, nothing is direct).
@@ -92,28 +99,29 @@ def _joined_writes(protocol: Any) -> Any:
 class Direct(Protocol):
     """Requests a daemon answers on the connection itself, without an ASGI cycle (see ``_direct``).
 
-    Only ``POST`` requests whose whole body is declared within ``max_body`` come here, and only
-    the paths ``route`` returns something for; ``respond`` answers one with its status, headers
-    (lowercase names) and body, raising what the ASGI app would let escape (a 500).
+    Only ``POST`` requests whose whole body is declared within ``limit`` come here, and only
+    the paths ``find_route`` returns something for; ``respond`` answers one from its head (read by
+    ``edge.read_head``, as the ASGI app reads it) with its status, headers (lowercase names) and
+    body, raising what the ASGI app would let escape (a 500).
     """
 
     @property
-    def max_body(self) -> int:
-        """The largest body a direct request may declare; a larger one goes to the ASGI app."""
+    def limit(self) -> BodyLimit:
+        """The body limit; a request declaring more goes to the ASGI app."""
         ...
 
-    def route(self, path: str) -> Any | None:
+    def find_route(self, path: str) -> Any | None:
         """What answers ``POST path`` directly, or None for the ASGI app."""
         ...
 
     def respond(
-        self, route: Any, authorization: str | None, key: str | None, body: Callable[[], Awaitable[bytes]]
+        self, route: Any, head: Head, body: Callable[[], Awaitable[bytes]]
     ) -> Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes]]:
-        """Answer one request: its Authorization and Idempotency-Key headers and its body."""
+        """Answer one request from its head and its body."""
         ...
 
 
-class Disconnected(Exception):
+class Disconnected(ClientDisconnect):
     """The client left before its direct request's body arrived: nobody to answer."""
 
 
@@ -123,11 +131,10 @@ class _DirectCycle:
     answers it. The answer goes out as uvicorn's cycle writes it, head and body in one write."""
 
     __slots__ = (
-        "authorization",
         "body",
         "disconnected",
+        "head",
         "keep_alive",
-        "key",
         "more_body",
         "protocol",
         "response_complete",
@@ -136,11 +143,10 @@ class _DirectCycle:
         "waiter",
     )
 
-    def __init__(self, protocol: Any, route: Any, authorization: str | None, key: str | None) -> None:
+    def __init__(self, protocol: Any, route: Any, head: Head) -> None:
         self.protocol = protocol
         self.route = route
-        self.authorization = authorization
-        self.key = key
+        self.head = head
         self.body = bytearray()
         self.more_body = True
         self.keep_alive = True  # shutdown() turns it off: the answer then closes the connection
@@ -176,9 +182,7 @@ class _DirectCycle:
         """Answer the request, or a 500 as uvicorn sends one when the app raises."""
         protocol = self.protocol
         try:
-            status, headers, body = await direct.respond(
-                self.route, self.authorization, self.key, self.read_body
-            )
+            status, headers, body = await direct.respond(self.route, self.head, self.read_body)
         except Disconnected:
             return
         except Exception as exc:
@@ -216,8 +220,9 @@ class _DirectCycle:
 
 
 #: The uvicorn releases the direct path was tested on: it subclasses their httptools protocol and uses its
-#: internals (the cycle, flow control, tasks, default headers), so on any other release the daemons answer
-#: every request through the ASGI app (the same bytes, a little more work per request).
+#: internals (the cycle, flow control, tasks, default headers). pyproject.toml allows only these; on any
+#: other release (installed by hand) the daemons answer every request through the ASGI app (the same
+#: bytes, a little more work per request).
 DIRECT_UVICORN = ((0, 54),)
 
 
@@ -254,7 +259,7 @@ def _direct(protocol: Any, direct: Direct) -> Any:
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
 
-        def _direct_request(self) -> tuple[Any, str | None, str | None] | None:
+        def _direct_request(self) -> tuple[Any, Head] | None:
             # A keep-alive HTTP/1.1 POST to a direct path, with a declared body within the limit and
             # no request of the connection still being answered; anything else goes to the app.
             parser = self.parser
@@ -272,25 +277,15 @@ def _direct(protocol: Any, direct: Direct) -> Any:
             url = self.url
             if not url.startswith(b"/") or not url.isascii() or b"?" in url or b"%" in url or b"#" in url:
                 return None
-            route = direct.route(url.decode("ascii"))
+            route = direct.find_route(url.decode("ascii"))
             if route is None:
                 return None
-            authorization = length = key = None
-            for name, value in self.headers:
-                if name == b"authorization":
-                    if authorization is None:
-                        authorization = value.decode("latin-1")
-                elif name == b"content-length":
-                    if length is None:
-                        length = value
-                elif name == b"idempotency-key":
-                    if key is None:
-                        key = value.decode("latin-1")
-                elif name in (b"transfer-encoding", b"expect"):
-                    return None
-            if length is None or not length.isdigit() or int(length) > direct.max_body:
+            head = read_head(self.headers)
+            if not head.framed or head.content_length is None or not head.content_length.isdigit():
                 return None
-            return route, authorization, key
+            if direct.limit.declared_past(head.content_length):
+                return None
+            return route, head
 
     return DirectProtocol
 
@@ -309,13 +304,21 @@ class _Config(uvicorn.Config):
 
 
 def server_config(
-    app: Any, host: str, port: int, log_level: str, *, direct: Direct | None = None
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str,
+    *,
+    direct: Direct | None = None,
+    uvicorn_logging: bool = True,
 ) -> uvicorn.Config:
     """The uvicorn settings both daemons run with: no access log, lifespan hooks on, the C parser
     and libuv loop where installed (see ``fast_paths``), each response's head and body sent in one
     write (see ``_JoinedWrites``), and ``direct``'s requests answered on the connection without an
-    ASGI cycle (with the C parser; see ``Direct``)."""
+    ASGI cycle (with the C parser; see ``Direct``). ``uvicorn_logging=False`` leaves uvicorn's
+    loggers as they are (set up by ``observe.logs.configure_logging`` for JSON lines)."""
     http, loop = fast_paths()
+    extra: dict[str, Any] = {} if uvicorn_logging else {"log_config": None}
     return _Config(
         app,
         host=host,
@@ -326,6 +329,7 @@ def server_config(
         http=http,
         loop=loop,
         direct=direct,
+        **extra,
     )
 
 

@@ -85,17 +85,31 @@ def serve_command(
         str | None, typer.Option("--public-url", help="URL people reach the daemon at, for links.")
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="human (default) or json: one JSON object a line on stderr.")
+    ] = "human",
+    metrics: Annotated[
+        bool | None,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="Answer Prometheus /metrics and count for it (default on; KINDLING_CONFIRM_METRICS).",
+        ),
+    ] = None,
 ) -> None:
     """Run the daemon in the foreground.
 
     On a first start with no tokens it creates an admin token and prints it once, with the
-    sign-in URL of the web page. Example: kindling confirm serve --port 6000
+    sign-in URL of the web page. It answers /health, /ready and /metrics (see docs/operations.md).
+    Example: kindling confirm serve --port 6000 --log-format json
     """
     from kindling.confirm.server import serve
     from kindling.confirm.settings import ConfirmSettings
     from kindling.confirm.store import ConfirmationStore
+    from kindling.observe.logs import LOG_FORMATS
 
-    settings = ConfirmSettings.from_env(host=host, port=port, db=db, public_url=public_url)
+    if log_format not in LOG_FORMATS:
+        raise typer.BadParameter(f"use {' or '.join(LOG_FORMATS)}", param_hint="--log-format")
+    settings = ConfirmSettings.from_env(host=host, port=port, db=db, public_url=public_url, metrics=metrics)
     store = ConfirmationStore(settings.database, settings)
     try:
         raw = store.bootstrap_admin()
@@ -103,17 +117,25 @@ def serve_command(
         store.close()
     if raw:
         # The token goes to stdout once and nowhere else: stderr often ends up in a shared log.
-        err_console.print(
-            "No tokens yet: created an admin token, printed once on stdout below.", markup=False
-        )
-        typer.echo(raw)
-        err_console.print(
+        first = "No tokens yet: created an admin token, printed once on stdout below."
+        then = (
             f"Sign in at {settings.base_url}/ui/login with it (or open "
-            f"{settings.base_url}/ui/login#token=<token>).",
-            markup=False,
-            soft_wrap=True,
+            f"{settings.base_url}/ui/login#token=<token>)."
         )
-    serve(settings, log_level=log_level)
+        if log_format == "json":  # stderr stays one JSON object a line
+            import logging
+
+            from kindling.confirm.server import log_to_stderr
+
+            log_to_stderr(log_level, log_format)
+            logging.getLogger("kindling.confirm").warning(first)
+            typer.echo(raw)
+            logging.getLogger("kindling.confirm").warning(then)
+        else:
+            err_console.print(first, markup=False)
+            typer.echo(raw)
+            err_console.print(then, markup=False, soft_wrap=True)
+    serve(settings, log_level=log_level, log_format=log_format)
 
 
 @confirm_app.command("path")

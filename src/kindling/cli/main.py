@@ -9,13 +9,13 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from kindling import __version__
-from kindling.cli import confirm, cron, hermes, hooks, mcp, proxy, review, sessions, stats, templates
+from kindling.cli import confirm, cron, doctor, hermes, hooks, mcp, proxy, review, sessions, stats, templates
 from kindling.cli import eval as eval_cli
 from kindling.cli.common import err_console
 from kindling.cli.help import KindlingCommand, KindlingHelpGroup
 from kindling.config import raise_errors
 from kindling.errors import KindlingError
+from kindling.version import kindling_version
 
 
 def _usage_error_line(exc: Any, command: Any, args: Sequence[str]) -> str:
@@ -103,7 +103,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"kindling {__version__}")
+        typer.echo(f"kindling {kindling_version()}")
         raise typer.Exit()
 
 
@@ -137,7 +137,20 @@ def _use_kindling_help(typer_app: typer.Typer) -> None:
         _use_kindling_help(sub)
 
 
-for _module in (sessions, stats, templates, eval_cli, review, confirm, cron, hermes, hooks, proxy, mcp):
+for _module in (
+    sessions,
+    stats,
+    templates,
+    eval_cli,
+    review,
+    confirm,
+    cron,
+    hermes,
+    hooks,
+    proxy,
+    mcp,
+    doctor,
+):
     _module.register(app)
 _use_kindling_help(app)
 

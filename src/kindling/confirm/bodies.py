@@ -131,23 +131,13 @@ def openapi_body(model: type[BaseModel], *, required: bool = True) -> dict[str, 
     }
 
 
-async def read_body(request: Request, model: type[Model], *, max_bytes: int, optional: bool = False) -> Model:
-    """Parse and validate the JSON body of ``request`` as ``model`` (``read_raw_body``, then
-    ``parse_body``). Raises ConfirmError 413 past ``max_bytes``, 400 as ``parse_body`` does."""
-    return parse_body(await read_raw_body(request, max_bytes=max_bytes), model, optional=optional)
+async def read_body(request: Request, model: type[Model], *, optional: bool = False) -> Model:
+    """Parse and validate the JSON body of ``request`` as ``model`` (``parse_body``).
 
-
-async def read_raw_body(request: Request, *, max_bytes: int) -> bytes:
-    """Return the body of ``request``. Raises ConfirmError 413 past ``max_bytes``."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise ConfirmError(f"Body is larger than {max_bytes} bytes.", status_code=413)
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > max_bytes:
-            raise ConfirmError(f"Body is larger than {max_bytes} bytes.", status_code=413)
-    return raw
+    The app's edge holds the body to the daemon's limit (``edge.BodyLimit``): past it, reading
+    raises 413. Raises ConfirmError 400 as ``parse_body`` does.
+    """
+    return parse_body(await request.body(), model, optional=optional)
 
 
 def parse_body(raw: bytes, model: type[Model], *, optional: bool = False) -> Model:

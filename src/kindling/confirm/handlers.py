@@ -71,7 +71,7 @@ def client_message(exc: KindlingError) -> str:
 
 def error_response(exc: KindlingError | StarletteHTTPException) -> JSONResponse:
     """Return the JSON answer for ``exc`` (logging database failures): what the app's handlers send,
-    and what the daemon's hot paths (``app.HotPaths``) send for the errors their handlers raise."""
+    and what the daemon's edge (``app.ConfirmApp``) sends for the errors its answers raise."""
     if isinstance(exc, StarletteHTTPException):
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
     status = status_for(exc)

@@ -40,7 +40,8 @@ def send_notification(url: str, title: str, body: str) -> str | None:
 
 
 class Deliveries:
-    """Sends due outbox rows, each on its own worker thread, at most ``max_in_flight`` at once.
+    """Sends due outbox rows, each on its own worker thread, at most ``max_in_flight`` at once;
+    ``on_delivered`` (if given) is told each attempt's result (True: sent).
 
     ``dispatch`` leases only as many rows as there are free threads and returns at once; each send
     records its own outcome when it ends. A dead target holds one thread until its timeout, never
@@ -48,9 +49,15 @@ class Deliveries:
     """
 
     def __init__(
-        self, store: ConfirmationStore, *, max_in_flight: int = 16, send: Sender | None = None
+        self,
+        store: ConfirmationStore,
+        *,
+        max_in_flight: int = 16,
+        send: Sender | None = None,
+        on_delivered: Callable[[bool], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_delivered = on_delivered
         self.max_in_flight = max_in_flight
         self._send = send or send_notification
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -80,6 +87,8 @@ class Deliveries:
 
     def _deliver(self, item: OutboxItem) -> bool:
         error = self._send(item.url, item.title, item.body)
+        if self.on_delivered is not None:
+            self.on_delivered(error is None)
         try:
             self.store.finish_outbox(item, ok=error is None, error=error)
         except Exception:

@@ -7,57 +7,48 @@ benchmark, an agent host); port 0 picks a free port and ``base_url`` reports the
 from __future__ import annotations
 
 import gc
-import logging
-import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Any
 
 import uvicorn
 
-from kindling.confirm.app import HotPaths, create_app
+from kindling.confirm.app import create_app
 from kindling.confirm.settings import ConfirmSettings
 from kindling.confirm.store import ConfirmationStore
 from kindling.errors import ConfirmError
+from kindling.observe.logs import configure_logging
+from kindling.observe.tracing import Spans
 from kindling.serving import server_config, start_in_thread
 
-_LEVELS = {
-    "critical": logging.CRITICAL,
-    "error": logging.ERROR,
-    "warning": logging.WARNING,
-    "info": logging.INFO,
-}
 
-
-def log_to_stderr(level: str = "info") -> None:
-    """Send the ``kindling`` loggers' records (sweeper, outbox, request errors) to stderr with levels.
+def log_to_stderr(level: str = "info", log_format: str = "human") -> None:
+    """Send the ``kindling`` loggers' records (sweeper, outbox, request errors) to stderr with levels,
+    human-readable or as JSON lines (``observe.logs.configure_logging``).
 
     The library itself only has a NullHandler; a serving daemon must say when its database is gone.
     ``level`` is uvicorn's (``trace`` and ``debug`` both mean DEBUG). Calling it again only changes
-    the level.
+    the level and format.
     """
-    logger = logging.getLogger("kindling")
-    if not any(getattr(h, "kindling_stderr", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.kindling_stderr = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-    logger.setLevel(_LEVELS.get(level.lower(), logging.DEBUG))
+    configure_logging(level, log_format)
 
 
-def serve(settings: ConfirmSettings, *, log_level: str = "info") -> None:
+def serve(settings: ConfirmSettings, *, log_level: str = "info", log_format: str = "human") -> None:
     """Run the daemon in the foreground until interrupted. Raises StoreError if the db fails.
 
-    The daemon's own messages go to stderr at ``log_level`` (see ``log_to_stderr``).
+    The daemon's own messages go to stderr at ``log_level``, as ``log_format`` says (see
+    ``log_to_stderr``).
     """
-    log_to_stderr(log_level)
+    log_to_stderr(log_level, log_format)
     app = create_app(settings)
     # What was built to start (modules, the app, its routes and schemas) lives as long as the
     # process: out of the collector's sight, its full collections walk only what came after.
     gc.collect()
     gc.freeze()
-    hot = HotPaths(app)
-    _Server(server_config(hot, settings.host, settings.port, log_level, direct=hot), app).run()
+    config = server_config(
+        app, settings.host, settings.port, log_level, direct=app, uvicorn_logging=log_format == "human"
+    )
+    _Server(config, app).run()
 
 
 class _Server(uvicorn.Server):
@@ -78,13 +69,17 @@ class ServerThread:
     """A daemon running on a background thread; use as a context manager or ``start``/``stop``."""
 
     def __init__(
-        self, settings: ConfirmSettings, store: ConfirmationStore | None = None, *, log_level: str = "warning"
+        self,
+        settings: ConfirmSettings,
+        store: ConfirmationStore | None = None,
+        *,
+        log_level: str = "warning",
+        spans: Spans | None = None,
     ) -> None:
         self.settings = settings
-        self.app = create_app(settings, store)
-        hot = HotPaths(self.app)
+        self.app = create_app(settings, store, spans=spans)
         self.server = _Server(
-            server_config(hot, settings.host, settings.port, log_level, direct=hot), self.app
+            server_config(self.app, settings.host, settings.port, log_level, direct=self.app), self.app
         )
         self._thread: threading.Thread | None = None
         self.port = settings.port

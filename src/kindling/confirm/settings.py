@@ -45,6 +45,17 @@ def _env_float(name: str, default: float) -> float:
         raise ConfigError(f"{name}={value!r} is not a number.") from None
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r} is not a yes or a no (1/0, true/false, on/off).")
+
+
 def _env_list(name: str) -> tuple[str, ...] | None:
     value = os.environ.get(name)
     if value is None:
@@ -85,6 +96,10 @@ class ConfirmSettings:
     # How long a request's card must have been on the approvers' page before a click on it counts,
     # so a card that has just appeared (or moved) cannot catch a click meant for another.
     ui_min_view_seconds: float = 1.0
+    # Prometheus metrics at /metrics; off, the daemon neither counts nor answers them.
+    metrics: bool = True
+    # A token good only for reading /metrics (an approver's or admin's token reads them too).
+    metrics_token: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -132,6 +147,8 @@ class ConfirmSettings:
             "notify_retry_seconds": _env_float("KINDLING_CONFIRM_NOTIFY_RETRY_SECONDS", 5.0),
             "sweep_interval": _env_float("KINDLING_CONFIRM_SWEEP_INTERVAL", 1.0),
             "outbox_interval": _env_float("KINDLING_CONFIRM_OUTBOX_INTERVAL", 1.0),
+            "metrics": _env_bool("KINDLING_CONFIRM_METRICS", True),
+            "metrics_token": env_str("KINDLING_CONFIRM_METRICS_TOKEN", ""),
         }
         if high_risk is not None:
             values["high_risk"] = frozenset(high_risk)
@@ -153,5 +170,7 @@ class ConfirmSettings:
             )
         if self.max_waits_per_token < 1 or self.max_waits < 1:
             raise ConfigError("KINDLING_CONFIRM_MAX_WAITS and _MAX_WAITS_PER_TOKEN must be at least 1.")
+        if self.metrics_token and len(self.metrics_token) < 16:
+            raise ConfigError("KINDLING_CONFIRM_METRICS_TOKEN must be at least 16 characters long.")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"Port {self.port} is out of range.")

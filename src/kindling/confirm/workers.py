@@ -67,12 +67,19 @@ async def run_sweeper(
     await _every(interval, stop, "expiry sweeper", store.expire_due, after)
 
 
-async def run_outbox(store: ConfirmationStore, interval: float, stop: asyncio.Event) -> None:
+async def run_outbox(
+    store: ConfirmationStore,
+    interval: float,
+    stop: asyncio.Event,
+    *,
+    on_delivered: Callable[[bool], None] | None = None,
+) -> None:
     """Start sending due notifications every ``interval`` seconds until ``stop`` is set.
 
     Each target is sent to on its own thread (``Deliveries``), so a hanging one delays no other.
+    ``on_delivered`` is told each attempt's result (True: sent), on the sending thread.
     """
-    deliveries = Deliveries(store)
+    deliveries = Deliveries(store, on_delivered=on_delivered)
     try:
         await _every(interval, stop, "notification outbox worker", deliveries.dispatch)
     finally:

@@ -40,9 +40,9 @@ import anyio.to_thread
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kindling import __version__
 from kindling.config import MCP_DEFAULT_PORT, MCP_TOKEN_ENV
 from kindling.errors import ConfigError, KindlingError, ToolCallError
+from kindling.version import kindling_version
 
 __all__ = [
     "ConfirmationArgs",
@@ -640,7 +640,7 @@ def create_server(settings: McpSettings | None = None) -> Any:
 
     return Server(
         SERVER_NAME,
-        version=__version__,
+        version=kindling_version(),
         instructions="kindling: warm-up examples from past sessions, human confirmation, tool failure rates, "
         "memory and skills.",
         on_list_tools=list_tools,

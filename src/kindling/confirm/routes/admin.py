@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kindling.confirm.bodies import RuleBody, TokenBody, error_responses, openapi_body, read_body
-from kindling.confirm.deps import SettingsDep, StoreDep, require
+from kindling.confirm.deps import StoreDep, require
 from kindling.confirm.policy import Identity
 
 router = APIRouter(tags=["admin"])
@@ -23,11 +23,9 @@ Admin = Annotated[Identity, Depends(require("admin"))]
     openapi_extra=openapi_body(TokenBody),
     responses=error_responses(400, 401, 403, 409, 413),
 )
-async def create_token(
-    request: Request, identity: Admin, store: StoreDep, settings: SettingsDep
-) -> JSONResponse:
+async def create_token(request: Request, identity: Admin, store: StoreDep) -> JSONResponse:
     """Create a token; 201 with ``token`` (shown once), 409 when the name is taken."""
-    body = await read_body(request, TokenBody, max_bytes=settings.max_body_bytes)
+    body = await read_body(request, TokenBody)
     info, raw = await run_in_threadpool(
         lambda: store.create_token(body.role, body.name, actor=identity.name, minted_by=identity.token_id)
     )
@@ -54,9 +52,9 @@ async def revoke_token(name: str, identity: Admin, store: StoreDep) -> dict[str,
     openapi_extra=openapi_body(RuleBody),
     responses=error_responses(400, 401, 403, 413),
 )
-async def add_rule(request: Request, identity: Admin, store: StoreDep, settings: SettingsDep) -> JSONResponse:
+async def add_rule(request: Request, identity: Admin, store: StoreDep) -> JSONResponse:
     """Add a rule; 201 with it, 400 for a high-risk action (never auto-approved)."""
-    body = await read_body(request, RuleBody, max_bytes=settings.max_body_bytes)
+    body = await read_body(request, RuleBody)
     rule = await run_in_threadpool(lambda: store.add_rule(body.action, body.session_key, actor=identity.name))
     return JSONResponse(rule.__dict__, status_code=201)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
@@ -21,8 +20,8 @@ from kindling.confirm.bodies import (
     error_responses,
     openapi_body,
     parse_body,
-    read_raw_body,
 )
+from kindling.confirm.calls import Answer, Call, answer_route, edge
 from kindling.confirm.deps import (
     BEARER_SECURITY,
     SettingsDep,
@@ -94,53 +93,6 @@ def json_view(data: dict[str, Any], status_code: int = 200) -> JSONResponse:
     return JSONAnswer(data, status_code=status_code)
 
 
-class Call:
-    """What submit, approve and deny read from a request: the app's state, two headers and the body.
-
-    The routes build one from Starlette's ``Request``; the daemon's ASGI entry (``app.HotPaths``)
-    builds one from the ASGI scope and receive channel, without a ``Request``. ``body`` returns the
-    whole body, or raises 413 past the daemon's limit.
-    """
-
-    __slots__ = ("authorization", "body", "idempotency_key", "state")
-
-    def __init__(
-        self,
-        state: Any,
-        authorization: str | None,
-        idempotency_key: str | None,
-        body: Callable[[], Awaitable[bytes]],
-    ) -> None:
-        self.state = state
-        self.authorization = authorization
-        self.idempotency_key = idempotency_key
-        self.body = body
-
-
-class Answer(NamedTuple):
-    """A JSON answer of submit, approve or deny: status, encoded body and any extra headers."""
-
-    status: int
-    body: bytes
-    headers: dict[str, str] | None = None
-
-
-def _call(request: Request) -> Call:
-    state = request.app.state
-    headers = request.headers
-    return Call(
-        state,
-        headers.get("authorization"),
-        headers.get("idempotency-key"),
-        functools.partial(read_raw_body, request, max_bytes=state.settings.max_body_bytes),
-    )
-
-
-def _response(answer: Answer) -> Response:
-    # Starlette's JSONResponse with these bytes: the extra headers, then length and type.
-    return Response(answer.body, answer.status, answer.headers, media_type="application/json")
-
-
 def _submit_view(record: Confirmation, settings: ConfirmSettings) -> Answer:
     data = request_view(record, settings)
     if record.status == "pending":
@@ -153,27 +105,15 @@ def _submit_view(record: Confirmation, settings: ConfirmSettings) -> Answer:
     return Answer(200, encode_json(data))
 
 
-@router.post(
-    "/confirm",
-    status_code=202,
-    summary="Ask a human to confirm an action",
-    openapi_extra={**openapi_body(SubmitBody), **BEARER_SECURITY},
-    responses={
-        200: {"description": "Auto-approved by a whitelist rule"},
-        **error_responses(400, 401, 403, 413, 422, 429),
-    },
-)
-async def submit(request: Request) -> Response:
-    """Submit a request: 202 pending, 200 auto-approved, 429 past the per-action rate limit."""
-    return _response(await submit_call(_call(request)))
-
-
 async def submit_call(call: Call) -> Answer:
     """Submit as ``POST /confirm`` does; return the answer. Raises KindlingError (and 413) as the route."""
     store: ConfirmationStore = call.state.store
     settings: ConfirmSettings = call.state.settings
     identity = await authorize_header(store, call.authorization, "submit")
+    call.caller(identity.name)
     body = parse_body(await call.body(), SubmitBody)
+    if call.span is not None:
+        call.trace(session_id=body.session_key)
     key = call.idempotency_key or None
     if key is not None and len(key) > 200:
         raise ConfirmError("Idempotency-Key is longer than 200 characters.", status_code=400)
@@ -192,6 +132,10 @@ async def submit_call(call: Call) -> Answer:
     )
     answer = _submit_answer(outcome, body.action, identity.name, settings)
     await committed
+    if call.span is not None and outcome.request is not None:
+        call.trace(request_id=outcome.request.id)
+    if outcome.kind == "auto_approved" and call.state.metrics is not None:
+        call.state.metrics.decided("auto_approved")
     return answer
 
 
@@ -218,6 +162,22 @@ def _submit_answer(outcome: SubmitOutcome, action: str, token_name: str, setting
         )
     assert outcome.request is not None
     return _submit_view(outcome.request, settings)
+
+
+@router.post(
+    "/confirm",
+    status_code=202,
+    summary="Ask a human to confirm an action",
+    openapi_extra={**openapi_body(SubmitBody), **BEARER_SECURITY},
+    responses={
+        200: {"description": "Auto-approved by a whitelist rule"},
+        **error_responses(400, 401, 403, 413, 422, 429),
+    },
+)
+@edge(submit_call)
+async def submit(request: Request) -> Response:
+    """Submit a request: 202 pending, 200 auto-approved, 429 past the per-action rate limit."""
+    return await answer_route(request, submit_call)
 
 
 class WaitSlots:
@@ -388,6 +348,9 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
     store: ConfirmationStore = call.state.store
     settings: ConfirmSettings = call.state.settings
     identity = await authorize_header(store, call.authorization, "decide")
+    call.caller(identity.name)
+    if call.span is not None:
+        call.trace(request_id=request_id)
     model: type[ApproveBody | DenyBody] = ApproveBody if verdict == "approved" else DenyBody
     body = parse_body(await call.body(), model, optional=True)
     claimed = body.approver if isinstance(body, ApproveBody) else body.denier
@@ -412,7 +375,16 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
         )
     await committed
     call.state.decision_signal.fire(record)
+    if call.span is not None:
+        call.trace(session_id=record.session_key)
+    if call.state.metrics is not None:
+        call.state.metrics.decided(record.status)
     return answer
+
+
+#: Approve and deny as ``POST /confirm/{id}/approve|deny`` do: ``decide_call(call, request_id)``.
+approve_call = functools.partial(decide_call, verdict="approved")
+deny_call = functools.partial(decide_call, verdict="denied")
 
 
 @router.post(
@@ -421,9 +393,10 @@ async def decide_call(call: Call, request_id: str, verdict: Literal["approved", 
     openapi_extra={**openapi_body(ApproveBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
+@edge(approve_call)
 async def approve(request_id: str, request: Request) -> Response:
     """Approve: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return _response(await decide_call(_call(request), request_id, "approved"))
+    return await answer_route(request, approve_call, request_id=request_id)
 
 
 @router.post(
@@ -432,9 +405,10 @@ async def approve(request_id: str, request: Request) -> Response:
     openapi_extra={**openapi_body(DenyBody, required=False), **BEARER_SECURITY},
     responses=error_responses(400, 401, 403, 404, 409, 412, 413),
 )
+@edge(deny_call)
 async def deny(request_id: str, request: Request) -> Response:
     """Deny: 200 with the request, 404 unknown, 409 already resolved, 403 own request, 412 digest."""
-    return _response(await decide_call(_call(request), request_id, "denied"))
+    return await answer_route(request, deny_call, request_id=request_id)
 
 
 @router.get("/audit", summary="The newest audit events", responses=error_responses(400, 401, 403))
@@ -444,19 +418,3 @@ async def audit(
     """Return ``{"events": [...]}``, newest first (approvers and admins)."""
     events = await run_in_threadpool(lambda: store.audit_events(limit=limit))
     return {"events": [e.__dict__ for e in events]}
-
-
-def hot_route(path: str) -> Callable[[Call], Awaitable[Answer]] | None:
-    """Return what answers ``POST path`` when it is submit, approve or deny; else None.
-
-    Matches as the router does (``{request_id}`` is one non-empty path segment); ``app.HotPaths``
-    answers these requests with it, without the framework's routing, request or response objects.
-    """
-    if path == "/confirm":
-        return submit_call
-    parts = path.split("/")
-    if len(parts) == 4 and parts[1] == "confirm" and parts[2] and parts[3] in ("approve", "deny"):
-        return functools.partial(
-            decide_call, request_id=parts[2], verdict="approved" if parts[3] == "approve" else "denied"
-        )
-    return None
