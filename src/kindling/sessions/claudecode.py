@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kindling.sessions.convert import content_text
-from kindling.sessions.files import epoch, iter_records, probe
+from kindling.sessions.files import Record, epoch, iter_records
 from kindling.sessions.model import Message, ReadReport, Session, ToolCall
 from kindling.sessions.skips import (
     AGENT_NOTE,
@@ -84,8 +84,7 @@ def read_claude_code(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    probe(path)
-    return _read(path, report)
+    return _read(path, iter_records(path, report), report)
 
 
 def is_claude_code_record(obj: dict[str, Any]) -> bool:
@@ -100,12 +99,12 @@ def is_claude_code_record(obj: dict[str, Any]) -> bool:
     )
 
 
-def _read(path: Path, report: ReadReport) -> Iterator[Session]:
+def _read(path: Path, records: Iterator[Record], report: ReadReport) -> Iterator[Session]:
     threads: dict[str, _Thread] = {}
     thread_of: dict[str, str] = {}  # record uuid -> thread id (sidechains follow their parents)
     titles: dict[str, str] = {}  # leaf uuid -> title
     fallback_id = path.stem
-    for _number, record in iter_records(path, report):
+    for _number, record in records:
         kind = record.get("type")
         if kind == "summary":
             if isinstance(record.get("summary"), str) and isinstance(record.get("leafUuid"), str):
