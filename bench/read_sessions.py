@@ -7,7 +7,8 @@ Generates two sample databases (1,000 and 20,000 sessions by default), then prin
 * messages per second of ``iter_sessions`` against one plain ``SELECT`` over the same ``messages``
   table in the same run, as a ratio (the baseline does no parsing, pairing or object building).
 
-and, for each coding agent's format (Claude Code, Codex CLI in both layouts, OpenHands, SWE-agent),
+and, for each coding agent's format (Claude Code, Codex CLI in both layouts, OpenHands, SWE-agent,
+OpenAI Agents SDK traces),
 the reader's speed against plain ``json.loads`` over the same lines (JSONL) or documents (JSON), as a
 ratio: the repository's real fixtures, copied into a folder many times over, read through
 ``iter_sessions`` (detection, pairing, Session objects) and parsed by ``json.loads`` alone.
@@ -75,6 +76,7 @@ AGENT_FORMATS = {
     "codex (older layout)": "codex-legacy",
     "openhands": "openhands",
     "swe-agent": "swe-agent",
+    "openai-agents": "openai-agents",
 }
 
 

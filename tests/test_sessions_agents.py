@@ -27,6 +27,8 @@ SPOTTER = CLAUDE / "projects/-home-marco-projects-spotter-worktrees-spotter-4te"
 SPOTTER_SESSION = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
 CODEX = FIXTURES / "codex"
 CODEX_LEGACY = FIXTURES / "codex-legacy"
+AGENTS_SDK = FIXTURES / "openai-agents"
+HANDOFF = AGENTS_SDK / "openai_agents_handoff_trace.json"
 runner = CliRunner()
 
 
@@ -158,6 +160,19 @@ def _count_swe_agent(directory: Path) -> dict[str, Any]:
     return {"sessions": sessions, "calls": calls, "results": results, "failures": 0, "skipped": {}}
 
 
+def _count_agents_sdk(directory: Path) -> dict[str, Any]:
+    sessions = calls = failures = 0
+    for path in sorted(directory.glob("*.json")):
+        document = json.loads(path.read_text())
+        spans = document["spans"]
+        sessions += len({t["id"] for t in document["traces"]} | {s["trace_id"] for s in spans})
+        functions = [s for s in spans if s["span_data"]["type"] == "function"]
+        calls += len(functions)
+        failures += sum(1 for s in functions if s["error"] is not None)
+    # Every function span holds its call and its result.
+    return {"sessions": sessions, "calls": calls, "results": calls, "failures": failures, "skipped": {}}
+
+
 @pytest.mark.parametrize(
     ("folder", "fmt", "count"),
     [
@@ -166,8 +181,9 @@ def _count_swe_agent(directory: Path) -> dict[str, Any]:
         (CODEX_LEGACY, "codex", _count_codex),
         (FIXTURES / "openhands", "openhands", _count_openhands),
         (FIXTURES / "swe-agent", "swe-agent", _count_swe_agent),
+        (AGENTS_SDK, "openai-agents", _count_agents_sdk),
     ],
-    ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent"],
+    ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent", "openai-agents"],
 )
 def test_counts_match_an_independent_count(folder: Path, fmt: str, count: Any) -> None:
     expected = count(folder)
@@ -192,6 +208,7 @@ def test_the_fixtures_hold_what_the_tests_need() -> None:
     assert len(list(SPOTTER.rglob("subagents/agent-*.jsonl"))) == 2
     assert codex["failures"] >= 3
     assert _count_openhands(FIXTURES / "openhands")["calls"] >= 5
+    assert _count_agents_sdk(AGENTS_SDK)["failures"] >= 1
 
 
 # ---------------------------------------------------------------------------------- Claude Code
@@ -317,6 +334,75 @@ def test_a_codex_home_is_read_from_its_sessions(tmp_path: Path) -> None:
     assert detect_format(home) == "codex" and len(sessions) == 2
 
 
+# ------------------------------------------------------------------------ OpenAI Agents SDK
+
+
+def test_agents_sdk_trace_is_a_session_of_its_function_spans() -> None:
+    document = json.loads(HANDOFF.read_text())
+    (session,), _ = _read(HANDOFF)
+    trace = document["traces"][0]
+    assert session.id == trace["id"] and session.source == "openai-agents"
+    assert (
+        session.metadata["title"] == trace["workflow_name"]
+        and session.metadata["group_id"] == trace["group_id"]
+    )
+    generation = next(s["span_data"] for s in document["spans"] if s["span_data"]["type"] == "generation")
+    assert session.model == generation["model"]
+    # The request and the reply come from the generation, the calls from the function spans.
+    assert (
+        session.messages[0].role == "user"
+        and session.messages[0].content == generation["input"][0]["content"]
+    )
+    assert (
+        session.messages[1].role == "assistant"
+        and session.messages[1].content == generation["output"][0]["content"]
+    )
+    functions = [s for s in document["spans"] if s["span_data"]["type"] == "function"]
+    calls = [c for m in session.messages for c in m.tool_calls]
+    assert [(c.id, c.name, dict(c.arguments)) for c in calls] == [
+        (s["id"], s["span_data"]["name"], json.loads(s["span_data"]["input"])) for s in functions
+    ]
+    results = [m for m in session.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == [c.id for c in calls]
+    worked, failed = results
+    assert worked.content == functions[0]["span_data"]["output"] and worked.error is None
+    assert failed.error is True and failed.content.startswith(functions[1]["error"]["message"])
+    # Handoffs and guardrails are kept; the agents that ran, in order.
+    assert session.metadata["agents"] == [
+        s["span_data"]["name"]
+        for s in sorted(document["spans"], key=lambda s: s["started_at"])
+        if s["span_data"]["type"] == "agent"
+    ]
+    assert session.metadata["handoffs"] == ["TriageAgent -> RefundAgent"]
+    assert session.metadata["guardrails_triggered"] == ["refund_limit_guardrail"]
+
+
+def test_agents_sdk_spans_one_a_line_and_exported_twice(tmp_path: Path) -> None:
+    # The same exports as a file-writing exporter leaves them: one object a line, each span written
+    # when it started (no end, no output) and again when it ended.
+    document = json.loads(HANDOFF.read_text())
+    lines = [json.dumps(t) for t in document["traces"]]
+    for span in document["spans"]:
+        started = {
+            **span,
+            "ended_at": None,
+            "span_data": {**span["span_data"], "output": None},
+            "error": None,
+        }
+        lines += [json.dumps(started), json.dumps(span)]
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (expected,), _ = _read(HANDOFF)
+    (session,), report = _read(path)
+    assert detect_format(path) == "openai-agents" and report.skipped == {}
+    assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
+    # And as the batch the SDK sends to its backend.
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps({"data": document["traces"] + document["spans"]}))
+    (session,), _ = _read(batch)
+    assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
+
+
 # ------------------------------------------------------------------------------- bad lines
 
 
@@ -344,13 +430,43 @@ def test_malformed_lines_are_counted_by_reason_and_skipped(source: Path, tmp_pat
     assert report.tool_calls == clean.tool_calls and report.tool_results == clean.tool_results
 
 
+def test_agents_sdk_bad_lines_are_counted_by_reason(tmp_path: Path) -> None:
+    document = json.loads(HANDOFF.read_text())
+    good = [json.dumps(item).encode() for item in document["traces"] + document["spans"]]
+    orphan = {**document["spans"][0], "trace_id": None}  # a span of no trace
+    nameless = {**document["spans"][1], "span_data": {**document["spans"][1]["span_data"], "name": ""}}
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(
+        b"\n".join(good[:3])
+        + b"\n{not json\n[1, 2]\n\xff\xfe\n"
+        + json.dumps(orphan).encode()
+        + b"\n"
+        + json.dumps({"object": "trace.span", "note": "no span_data"}).encode()
+        + b"\n"
+        + b"\n".join(good[3:])
+        + b"\n"
+        + json.dumps(nameless).encode()  # exported again: the later export, with no name, wins
+        + b'\n{"object": "trace.sp'
+    )
+    (session,), report = _read(path)
+    assert report.skipped == {
+        "malformed_json": 1,
+        "not_an_object": 1,
+        "invalid_utf8": 1,
+        "truncated_record": 1,
+        "malformed_record": 2,
+        "tool_call_without_name": 1,
+    }
+    assert [c.name for m in session.messages for c in m.tool_calls] == ["issue_refund"]
+
+
 # ------------------------------------------------------------------------------ end to end
 
 
 @pytest.mark.parametrize(
     "folder",
-    [CLAUDE, CODEX, CODEX_LEGACY, FIXTURES / "openhands", FIXTURES / "swe-agent"],
-    ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent"],
+    [CLAUDE, CODEX, CODEX_LEGACY, FIXTURES / "openhands", FIXTURES / "swe-agent", AGENTS_SDK],
+    ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent", "openai-agents"],
 )
 def test_sessions_stats_build_and_warm_on_each_format(folder: Path, isolated_homes: Path) -> None:
     listed = runner.invoke(app, ["sessions", str(folder), "--json"])

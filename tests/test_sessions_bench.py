@@ -32,7 +32,7 @@ def test_read_sessions_bench_quick_prints_its_ratios() -> None:
     ratio = re.search(r"reader speed vs plain SELECT: ([\d.]+)x", out)
     assert ratio is not None and 0 < float(ratio.group(1)) < 10, out
     # Each coding agent's format, against json.loads over the same files.
-    for label in ("claude-code", "codex ", "codex (older layout)", "openhands", "swe-agent"):
+    for label in ("claude-code", "codex ", "codex (older layout)", "openhands", "swe-agent", "openai-agents"):
         line = next((line for line in out.splitlines() if line.startswith(label)), None)
         assert line is not None, out
         assert re.search(r"ratio [\d.]+x \(rounds [\d.]+-[\d.]+x", line), line

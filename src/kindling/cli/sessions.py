@@ -47,7 +47,7 @@ def sessions_command(
             "--format",
             "-f",
             help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench, proxy, "
-            "claude-code, codex, openhands, swe-agent.",
+            "claude-code, codex, openhands, swe-agent, openai-agents.",
         ),
     ] = None,
     show: Annotated[

@@ -270,8 +270,12 @@ def epoch(value: Any) -> float | None:
         else:
             return number if math.isfinite(number) else None
     zulu = text[-1:] in ("Z", "z")
+    if zulu:
+        text = text[:-1]
+    elif text.endswith("+00:00"):
+        zulu, text = True, text[:-6]  # UTC written out: the same fast way as "Z"
     try:
-        moment = datetime.fromisoformat(text[:-1] if zulu else text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
         return None
     if moment.tzinfo is None:

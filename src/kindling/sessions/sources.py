@@ -24,6 +24,10 @@ from kindling.errors import (
     SourceError,
     UnknownFormatError,
 )
+
+# The detection predicates of the file formats (their readers are imported when a file is read).
+from kindling.sessions.claudecode import is_claude_code_record, read_claude_code
+from kindling.sessions.codex import is_codex_record, read_codex
 from kindling.sessions.files import (
     LEADING_BYTES,
     SQLITE_MAGIC,
@@ -38,6 +42,15 @@ from kindling.sessions.folders import (
     session_files,
 )
 from kindling.sessions.model import ReadReport, Session
+from kindling.sessions.openai_agents import (
+    agents_sessions,
+    is_agents_document,
+    is_agents_record,
+    read_openai_agents,
+)
+from kindling.sessions.openhands import is_openhands_event, openhands_sessions, read_openhands
+from kindling.sessions.sweagent import is_swe_agent_trajectory, read_swe_agent, swe_agent_sessions
+from kindling.sessions.taubench import document_format
 
 HERMES = "hermes"
 HERMES_EXPORT = "hermes-export"
@@ -50,6 +63,7 @@ CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 OPENHANDS = "openhands"
 SWE_AGENT = "swe-agent"
+OPENAI_AGENTS = "openai-agents"
 
 #: Every format name ``iter_sessions`` and ``--format`` accept.
 FORMATS: tuple[str, ...] = (
@@ -64,6 +78,7 @@ FORMATS: tuple[str, ...] = (
     CODEX,
     OPENHANDS,
     SWE_AGENT,
+    OPENAI_AGENTS,
 )
 
 # Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
@@ -118,7 +133,11 @@ def detect_format(source: str | Path) -> str:
     Raises SourceError when the source cannot be opened and UnknownFormatError when its content
     matches no known format (a JSON document of an unknown shape is one such error).
     """
-    resolved = resolve_source(source)
+    return _resolved_format(resolve_source(source))
+
+
+def _resolved_format(resolved: str | Path) -> str:
+    """``detect_format`` of a source ``resolve_source`` already returned."""
     if isinstance(resolved, str):
         return _database_format(resolved)
     if resolved.is_dir():
@@ -230,8 +249,6 @@ def _first_values(text: bytes, *, whole: bool) -> Iterator[Any]:
 
 
 def _format_of_value(value: Any) -> str | None:
-    from kindling.sessions.taubench import document_format
-
     found = document_format(value)
     if found is not None:
         return found
@@ -272,17 +289,22 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
 
 
 def benchmark_directory_format(directory: Path) -> str | None:
-    """The format of a directory of benchmark result files (that of its first file holding runs), else None."""
-    from kindling.sessions.taubench import document_files, document_format
+    """The format of a directory of benchmark result files (that of its first file holding runs), else None.
+
+    None as soon as a file holds sessions of another format: a folder of session files.
+    """
+    from kindling.sessions.taubench import document_files
 
     for path in document_files(directory):
         try:
             document = read_document(path, ReadReport())
         except SourceError:
             continue
-        found = document_format(document)
-        if found is not None:
+        found = _format_of_value(document)
+        if found in (TAU_BENCH, TAU2_BENCH):
             return found
+        if found is not None:
+            return None
     return None
 
 
@@ -296,7 +318,7 @@ def _directory_format(directory: Path) -> str:
         return home
     for path in session_files(directory):
         try:
-            return detect_format(path)
+            return OPENHANDS if path.is_dir() else _file_format(path)
         except SourceError:
             continue
     raise UnknownFormatError(
@@ -364,15 +386,12 @@ def _size(path: Path) -> int:
 
 
 def _format_of_object(obj: dict[str, Any], *, in_array: bool = False) -> str | None:
-    from kindling.sessions.claudecode import is_claude_code_record
-    from kindling.sessions.codex import is_codex_record
-    from kindling.sessions.openhands import is_openhands_event
-    from kindling.sessions.sweagent import is_swe_agent_trajectory
-
     if is_claude_code_record(obj):
         return CLAUDE_CODE
     if is_codex_record(obj):
         return CODEX
+    if is_agents_record(obj) or (not in_array and is_agents_document(obj)):
+        return OPENAI_AGENTS
     if is_swe_agent_trajectory(obj):
         return SWE_AGENT
     if is_openhands_event(obj):
@@ -392,12 +411,13 @@ def _format_of_object(obj: dict[str, Any], *, in_array: bool = False) -> str | N
     return None
 
 
-# The coding agents' readers: (module, function), imported on demand.
-_AGENT_READERS: dict[str, tuple[str, str]] = {
-    CLAUDE_CODE: ("kindling.sessions.claudecode", "read_claude_code"),
-    CODEX: ("kindling.sessions.codex", "read_codex"),
-    OPENHANDS: ("kindling.sessions.openhands", "read_openhands"),
-    SWE_AGENT: ("kindling.sessions.sweagent", "read_swe_agent"),
+# The coding agents' readers (their modules hold the detection predicates, imported above).
+_AGENT_READERS: dict[str, Reader] = {
+    CLAUDE_CODE: read_claude_code,
+    CODEX: read_codex,
+    OPENHANDS: read_openhands,
+    SWE_AGENT: read_swe_agent,
+    OPENAI_AGENTS: read_openai_agents,
 }
 
 
@@ -416,11 +436,8 @@ def _reader(fmt: str) -> Reader:
         from kindling.sessions.recorded import read_recorded
 
         return read_recorded
-    if fmt in _AGENT_READERS:
-        import importlib
-
-        module, name = _AGENT_READERS[fmt]
-        reader: Reader = getattr(importlib.import_module(module), name)
+    reader = _AGENT_READERS.get(fmt)
+    if reader is not None:
         return reader
     if fmt in (HERMES_EXPORT, SHAREGPT, OPENAI):
         from kindling.sessions.jsonl import read_hermes_export, read_openai, read_sharegpt
@@ -455,7 +472,7 @@ def iter_sessions(
             f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.", path=_shown(source)
         )
     resolved = resolve_source(source)
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     if isinstance(resolved, str):
         if fmt not in (HERMES, PROXY) or not is_postgres_url(resolved):
             raise SourceError(
@@ -484,7 +501,6 @@ def read_tree(
     A file whose format cannot be told (or that cannot be opened) is counted (``file_without_sessions``,
     ``unreadable_file``) and the read goes on. ``formats`` collects the formats read.
     """
-    from kindling.sessions.openhands import read_openhands
     from kindling.sessions.skips import FILE_WITHOUT_SESSIONS, UNREADABLE_FILE
 
     for path, stream in session_entries(directory):
@@ -513,10 +529,11 @@ def read_tree(
         yield from sessions
 
 
-# The readers that take a document detection already parsed: (module, function), imported on demand.
-_DOCUMENT_READERS: dict[str, tuple[str, str]] = {
-    OPENHANDS: ("kindling.sessions.openhands", "openhands_sessions"),
-    SWE_AGENT: ("kindling.sessions.sweagent", "swe_agent_sessions"),
+# The readers that take a document detection already parsed.
+_DOCUMENT_READERS: dict[str, Callable[[Path, Any, ReadReport], Iterator[Session]]] = {
+    OPENHANDS: openhands_sessions,
+    SWE_AGENT: swe_agent_sessions,
+    OPENAI_AGENTS: agents_sessions,
 }
 
 
@@ -524,14 +541,10 @@ def _read_file(
     fmt: str, path: Path, document: Any, data: bytes | None, report: ReadReport
 ) -> Iterator[Session]:
     """The sessions of one file in ``fmt``, given what detection read of it (its parsed document, or its bytes)."""
-    if document is not None and fmt in _DOCUMENT_READERS:
-        import importlib
-
-        module, name = _DOCUMENT_READERS[fmt]
-        read: Callable[[Path, Any, ReadReport], Iterator[Session]] = getattr(
-            importlib.import_module(module), name
-        )
-        return read(path, document, report)
+    if document is not None:
+        read = _DOCUMENT_READERS.get(fmt)
+        if read is not None:
+            return read(path, document, report)
     keep_detected(path, document, data=data)  # the reader takes it instead of reading the file again
     return _reader(fmt)(path, report)
 
@@ -588,7 +601,7 @@ def summarize_source(
     Raises SourceError as ``iter_sessions`` does.
     """
     resolved = resolve_source(source)
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     report = ReadReport()
     formats: set[str] = set()
     if isinstance(resolved, Path) and resolved.is_dir() and fmt not in (TAU_BENCH, TAU2_BENCH):
@@ -624,7 +637,7 @@ def estimate_sessions(sources: Iterable[str | Path], format: str | None = None) 
             if (
                 isinstance(resolved, str)
                 or not resolved.is_file()
-                or (format or detect_format(resolved)) != HERMES
+                or (format or _resolved_format(resolved)) != HERMES
             ):
                 return None
             wal = WalFiles(resolved)
@@ -695,7 +708,7 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
     Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
     """
     resolved = resolve_source(source)
-    if session_id == LATEST and (format or detect_format(resolved)) == HERMES:
+    if session_id == LATEST and (format or _resolved_format(resolved)) == HERMES:
         # The newest is known from the session rows: read only that session, not every one (when
         # the rows cannot tell, or the one-session read cannot find it, everything is read).
         from kindling.sessions.hermes import newest_session_id
@@ -711,7 +724,7 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
                 f"No sessions in {_shown(source)}, so no latest one.", kind="session", name=session_id
             )
         return latest
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     if fmt == HERMES:
         # Hermes databases can be asked for the one session instead of scanning them all.
         from kindling.sessions.hermes import read_hermes_postgres, read_hermes_sqlite
