@@ -112,12 +112,14 @@ def _open(path: Path) -> BinaryIO:
 
 
 def _lines(handle: BinaryIO) -> Iterator[bytes]:
-    with handle:
+    # A GzipFile leaves open the file object it was handed: both are closed here.
+    raw = handle.fileobj if isinstance(handle, gzip.GzipFile) else None
+    try:
         yield from handle
-        if isinstance(handle, gzip.GzipFile):
-            fileobj = handle.fileobj
-            if fileobj is not None:
-                fileobj.close()  # GzipFile leaves a file object it was handed open
+    finally:
+        handle.close()
+        if raw is not None:
+            raw.close()
 
 
 def iter_records(path: Path, report: ReadReport, *, lists: bool = False) -> Iterator[tuple[int, Any]]:
