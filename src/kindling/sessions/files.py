@@ -209,16 +209,24 @@ def _stat_key(path: Path) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def keep_detected(path: Path, document: Any = None, *, data: bytes | None = None) -> None:
+# The key of what is handed straight to the reader that reads the file next (no stat to compare).
+_HANDED = (-1, -1)
+
+
+def keep_detected(
+    path: Path, document: Any = None, *, data: bytes | None = None, handed: bool = False
+) -> None:
     """Keep what detection just read of ``path`` for the next read of it.
 
     ``document`` is the parsed JSON document (for ``read_document``), ``data`` all of the file's
-    bytes as stored (for ``iter_records``); either may be None.
+    bytes as stored (for ``iter_records``); either may be None. Kept content is used only while the
+    file's size and modification time are unchanged, unless ``handed`` (the caller reads the file
+    right away, as a folder read does).
     """
     _DETECTED.clear()
     if document is None and data is None:
         return
-    key = _stat_key(path)
+    key = _HANDED if handed else _stat_key(path)
     if key is not None:
         _DETECTED[path] = (key, document, data)
 
@@ -226,7 +234,7 @@ def keep_detected(path: Path, document: Any = None, *, data: bytes | None = None
 def _take_detected(path: Path) -> tuple[Any, bytes | None]:
     """``(document, data)`` kept for ``path`` when the file has not changed since, else ``(None, None)``."""
     kept = _DETECTED.pop(path, None)
-    if kept is None or kept[0] != _stat_key(path):
+    if kept is None or (kept[0] is not _HANDED and kept[0] != _stat_key(path)):
         return None, None
     return kept[1], kept[2]
 

@@ -545,7 +545,8 @@ def _read_file(
         read = _DOCUMENT_READERS.get(fmt)
         if read is not None:
             return read(path, document, report)
-    keep_detected(path, document, data=data)  # the reader takes it instead of reading the file again
+    # The reader takes it instead of reading the file again, right away.
+    keep_detected(path, document, data=data, handed=True)
     return _reader(fmt)(path, report)
 
 
