@@ -10,6 +10,7 @@ format is detected from the content, never from the file name alone; ``format=``
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -503,7 +504,7 @@ def read_tree(
     """
     from kindling.sessions.skips import FILE_WITHOUT_SESSIONS, UNREADABLE_FILE
 
-    for path, stream in session_entries(directory):
+    for path, stream in _listed_ahead(session_entries(directory)):
         try:
             if stream:
                 fmt = OPENHANDS
@@ -527,6 +528,22 @@ def read_tree(
         if formats is not None:
             formats.add(fmt)
         yield from sessions
+
+
+def _listed_ahead(entries: Iterator[tuple[Path, bool]]) -> Iterator[tuple[Path, bool]]:
+    """``entries``, listed a few hundred at a time before they are read.
+
+    Listing folders and reading files one after the other costs more than doing each in a run
+    (the processor's caches keep one kind of work at a time); a bounded batch keeps memory flat.
+    """
+    while True:
+        batch = list(itertools.islice(entries, _LISTED_AHEAD))
+        if not batch:
+            return
+        yield from batch
+
+
+_LISTED_AHEAD = 256
 
 
 # The readers that take a document detection already parsed.
