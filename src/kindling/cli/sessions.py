@@ -47,7 +47,7 @@ def sessions_command(
             "--format",
             "-f",
             help="Force a format: hermes, hermes-export, sharegpt, openai, tau-bench, tau2-bench, proxy, "
-            "claude-code, codex, openhands, swe-agent.",
+            "claude-code, codex, openhands, swe-agent, openai-agents.",
         ),
     ] = None,
     show: Annotated[
@@ -133,7 +133,7 @@ _SAMPLE_HINT = (
 def _no_default_source(default: Path) -> None:
     """Raise the error for ``kindling sessions`` without a source when Hermes has no state.db."""
     from kindling.errors import SourceError
-    from kindling.sessions.sources import agent_homes
+    from kindling.sessions.folders import agent_homes
 
     homes = agent_homes()
     found = "; ".join(f"kindling sessions {folder} ({fmt} sessions are there)" for fmt, folder in homes)

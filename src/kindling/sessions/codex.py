@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from kindling.sessions.convert import content_text, parse_arguments
-from kindling.sessions.files import epoch, iter_records, probe
-from kindling.sessions.model import Message, ReadReport, Session, ToolCall
+from kindling.sessions.files import Record, epoch, iter_records
+from kindling.sessions.model import Message, ReadReport, Session, ToolCall, new_message, new_tool_call
 from kindling.sessions.skips import (
     AGENT_NOTE,
     COMPACTION_SUMMARY,
@@ -82,8 +82,7 @@ def read_codex(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    probe(path)
-    return _read(path, report)
+    return _read(path, iter_records(path, report), report)
 
 
 class _Rollout:
@@ -100,19 +99,25 @@ class _Rollout:
         self.open_calls: list[ToolCall] | None = None  # the assistant turn whose calls are still coming
 
 
-def _read(path: Path, report: ReadReport) -> Iterator[Session]:
+def _read(path: Path, records: Iterator[Record], report: ReadReport) -> Iterator[Session]:
     rollout = _Rollout(path.stem)
     seen = False
-    for number, record in iter_records(path, report):
+    first_time: Any = None
+    last_time: Any = None
+    for number, record in records:
         kind = record.get("type")
-        moment = epoch(record.get("timestamp"))
-        if moment is not None:
-            rollout.started_at = rollout.started_at if rollout.started_at is not None else moment
-            rollout.ended_at = moment
+        stamp = record.get("timestamp")
+        if stamp is not None:
+            # Parsed when a message takes it, and for the session's start and end: not on every line.
+            last_time = stamp
+            if first_time is None:
+                first_time = stamp
         payload = record.get("payload")
-        if kind in _ENVELOPE_TYPES and isinstance(payload, dict):
+        if kind in _ENVELOPE_TYPES and payload.__class__ is dict:
             seen = True
-            if kind == "session_meta":
+            if kind == "response_item":
+                _item(rollout, payload, stamp, report)
+            elif kind == "session_meta":
                 _meta(rollout, payload)
             elif kind == "turn_context":
                 if isinstance(payload.get("model"), str) and rollout.model is None:
@@ -121,8 +126,6 @@ def _read(path: Path, report: ReadReport) -> Iterator[Session]:
                     rollout.cwd = payload["cwd"]
             elif kind == "compacted":
                 report.skip(COMPACTION_SUMMARY)
-            elif kind == "response_item":
-                _item(rollout, payload, moment, report)
             continue  # event_msg: the terminal's copy of the same turns
         if record.get("record_type") is not None:
             continue
@@ -132,7 +135,7 @@ def _read(path: Path, report: ReadReport) -> Iterator[Session]:
             continue
         if kind in _ITEM_TYPES:
             seen = True
-            _item(rollout, record, moment, report)
+            _item(rollout, record, stamp, report)
         else:
             report.skip(MALFORMED_RECORD)
     if not seen:
@@ -141,8 +144,8 @@ def _read(path: Path, report: ReadReport) -> Iterator[Session]:
         rollout.id,
         CODEX,
         tuple(rollout.messages),
-        rollout.started_at,
-        rollout.ended_at,
+        rollout.started_at if rollout.started_at is not None else epoch(first_time),
+        epoch(last_time),
         None,
         rollout.model,
         None,
@@ -170,7 +173,7 @@ def _meta(rollout: _Rollout, meta: dict[str, Any]) -> None:
         rollout.metadata["git_branch"] = git["branch"]
 
 
-def _item(rollout: _Rollout, item: dict[str, Any], moment: float | None, report: ReadReport) -> None:
+def _item(rollout: _Rollout, item: dict[str, Any], stamp: Any, report: ReadReport) -> None:
     kind = item.get("type")
     if kind == "reasoning":
         summary = item.get("summary")
@@ -189,17 +192,20 @@ def _item(rollout: _Rollout, item: dict[str, Any], moment: float | None, report:
         if rollout.open_calls is None:
             rollout.open_calls = [call]
             rollout.messages.append(
-                Message("assistant", None, (call,), reasoning=_take(rollout), timestamp=moment)
+                new_message("assistant", None, (call,), None, None, None, epoch(stamp), _take(rollout))
             )
         else:
             rollout.open_calls.append(call)
             last = rollout.messages[-1]
-            rollout.messages[-1] = Message(
+            rollout.messages[-1] = new_message(
                 "assistant",
                 last.content,
                 tuple(rollout.open_calls),
-                reasoning=last.reasoning,
-                timestamp=last.timestamp,
+                None,
+                None,
+                None,
+                last.timestamp,
+                last.reasoning,
             )
         return
     rollout.open_calls = None
@@ -210,7 +216,7 @@ def _item(rollout: _Rollout, item: dict[str, Any], moment: float | None, report:
             report.skip(ORPHAN_TOOL_RESULT)
             return
         text, failed = _output(item.get("output"))
-        rollout.messages.append(Message("tool", text, (), call_id, name, failed, moment))
+        rollout.messages.append(new_message("tool", text, (), call_id, name, failed, epoch(stamp), None))
         return
     if kind != "message":
         return  # web searches and other items the model ran on the server: no call kindling can pair
@@ -219,19 +225,19 @@ def _item(rollout: _Rollout, item: dict[str, Any], moment: float | None, report:
     if role == "assistant":
         if text or rollout.reasoning:
             rollout.messages.append(
-                Message("assistant", text or None, reasoning=_take(rollout), timestamp=moment)
+                new_message("assistant", text or None, (), None, None, None, epoch(stamp), _take(rollout))
             )
         return
     if role in ("developer", "system"):
         if text:
-            rollout.messages.append(Message("system", text, timestamp=moment))
+            rollout.messages.append(new_message("system", text, (), None, None, None, epoch(stamp), None))
         return
     if role != "user" or not text or not text.strip():
         return
     if text.lstrip().startswith(_NOTE_PREFIXES):
         report.skip(AGENT_NOTE)
         return
-    rollout.messages.append(Message("user", text, timestamp=moment))
+    rollout.messages.append(new_message("user", text, (), None, None, None, epoch(stamp), None))
 
 
 def _take(rollout: _Rollout) -> str | None:
@@ -250,16 +256,16 @@ def _call(item: dict[str, Any], order: int, report: ReadReport) -> ToolCall | No
             for key, value in (action.items() if isinstance(action, dict) else ())
             if key in ("command", "workdir", "timeout_ms") and value is not None
         }
-        return ToolCall(call_id, "local_shell", shell)
+        return new_tool_call(call_id, "local_shell", shell, None, "assistant")
     name = item.get("name")
     if not isinstance(name, str) or not name:
         report.skip(TOOL_CALL_WITHOUT_NAME)
         return None
     if kind == "custom_tool_call":
         raw = item.get("input")
-        return ToolCall(call_id, name, {}, raw if isinstance(raw, str) else None)
+        return new_tool_call(call_id, name, {}, raw if isinstance(raw, str) else None, "assistant")
     arguments, raw_text = parse_arguments(item.get("arguments"))
-    return ToolCall(call_id, name, arguments, raw_text)
+    return new_tool_call(call_id, name, arguments, raw_text, "assistant")
 
 
 def _output(value: Any) -> tuple[str | None, bool | None]:

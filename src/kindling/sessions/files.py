@@ -8,6 +8,7 @@ answer to "what does a gzip file cut short count as" and one to "what time is th
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import sqlite3
 import urllib.parse
@@ -15,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -52,20 +53,31 @@ def probe(path: Path) -> None:
         raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
 
 
-def peek(path: Path) -> bytes:
-    """Return the first bytes of ``path`` (decompressed when it is gzip). Raises SourceError."""
+def peek(path: Path, size: int = PEEK_BYTES) -> bytes:
+    """Return the first ``size`` bytes of ``path`` (decompressed when it is gzip). Raises SourceError."""
+    return peek_head(path, size)[0]
+
+
+def peek_head(path: Path, size: int = PEEK_BYTES) -> tuple[bytes, bool, bool]:
+    """Return ``(head, whole, compressed)``: the first ``size`` bytes of ``path`` (decompressed when it is gzip).
+
+    ``whole`` says the head is shorter than asked for: all of the file, or for gzip all that
+    decompressing its start gave (a cut archive ends early); ``compressed`` that the file is gzip.
+    Raises SourceError when the file cannot be read.
+    """
     try:
         with path.open("rb") as handle:
-            head = handle.read(PEEK_BYTES)
+            head = handle.read(size)
     except OSError as exc:
         raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-    if head.startswith(GZIP_MAGIC):
+    compressed = head[:2] == GZIP_MAGIC
+    if compressed:
         # Decompress only the start: a truncated archive must still be detectable.
         try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, PEEK_BYTES)
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, size)
         except zlib.error as exc:
             raise SourceError(f"Cannot read {path}: it is not a valid gzip file ({exc}).", path=path) from exc
-    return head
+    return head, len(head) < size, compressed
 
 
 def open_lines(path: Path) -> Iterator[bytes]:
@@ -74,44 +86,71 @@ def open_lines(path: Path) -> Iterator[bytes]:
     Raises SourceError when the file cannot be opened. A gzip stream that ends early raises
     ``EOFError`` (or ``gzip.BadGzipFile``) mid-iteration, for the caller to count.
     """
+    return _lines(_open(path))
+
+
+def _open(path: Path) -> BinaryIO:
+    """Open ``path`` for reading (through gzip when it is compressed). Raises SourceError."""
+    kept = _DETECTED.get(path)
+    if kept is not None and kept[2] is not None:
+        _document, data = _take_detected(path)
+        if data is not None:
+            return io.BytesIO(data)  # detection read all of it a moment ago
     try:
-        with path.open("rb") as first:
-            compressed = first.read(2) == GZIP_MAGIC
+        handle: BinaryIO = path.open("rb")
     except OSError as exc:
         raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    try:
+        compressed = handle.read(2) == GZIP_MAGIC
+        handle.seek(0)
+    except OSError as exc:
+        handle.close()
+        raise SourceError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
     if compressed:
-        with gzip.open(path, "rb") as handle:
-            yield from handle
-    else:
-        with path.open("rb") as handle:
-            yield from handle
+        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+    return handle
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes]:
+    # A GzipFile leaves open the file object it was handed: both are closed here.
+    raw = handle.fileobj if isinstance(handle, gzip.GzipFile) else None
+    try:
+        yield from handle
+    finally:
+        handle.close()
+        if raw is not None:
+            raw.close()
 
 
 def iter_records(path: Path, report: ReadReport, *, lists: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, object)`` for each JSON object line of ``path``; count every bad line.
 
-    Reasons: ``invalid_utf8``, ``malformed_json``, ``truncated_record`` (the last line, cut short),
+    The file is opened before this returns (SourceError when it cannot be). Reasons:
+    ``invalid_utf8``, ``malformed_json``, ``truncated_record`` (the last line, cut short),
     ``not_an_object`` (valid JSON that is not an object), ``truncated_file`` (a gzip stream that
     ends early: the read stops there). ``lists`` yields JSON arrays too (a line holding one
     conversation as a list of messages).
     """
-    lines = open_lines(path)
+    return _records(_open(path), report, lists)
+
+
+def _records(handle: BinaryIO, report: ReadReport, lists: bool) -> Iterator[tuple[int, Any]]:
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
     number = 0
     try:
-        for raw in lines:
+        for raw in _lines(handle):
             number += 1
-            line = raw.strip()
-            if not line:
-                continue
             try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                report.skip(bad_line_reason(raw))
+                value = loads(raw)  # white space around the value (the newline) is allowed
+            except decode_error:
+                if raw.strip():
+                    report.skip(bad_line_reason(raw))
                 continue
-            if not isinstance(value, dict) and not (lists and isinstance(value, list)):
+            if isinstance(value, dict) or (lists and isinstance(value, list)):
+                yield number, value
+            else:
                 report.skip(NOT_AN_OBJECT)
-                continue
-            yield number, value
     except (EOFError, gzip.BadGzipFile, zlib.error):
         report.skip(TRUNCATED_FILE)
 
@@ -156,9 +195,10 @@ def parse_document(data: bytes, report: ReadReport) -> Any:
         return None
 
 
-# The document detection parsed last, kept for the one read that follows it (a reader would parse
-# the same file again): keyed by path, size and modification time, taken once.
-_DETECTED: dict[Path, tuple[tuple[int, int], Any]] = {}
+# What detection read of the file it looked at last, kept for the one read that follows it (a reader
+# would open, read and parse the same file again): the parsed document, or the file's bytes when
+# detection read all of it. Keyed by path, size and modification time, and taken once.
+_DETECTED: dict[Path, tuple[tuple[int, int], Any, bytes | None]] = {}
 
 
 def _stat_key(path: Path) -> tuple[int, int] | None:
@@ -169,12 +209,34 @@ def _stat_key(path: Path) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def keep_detected(path: Path, document: Any) -> None:
-    """Keep the document detection just parsed from ``path`` for the next ``read_document`` of it."""
-    key = _stat_key(path)
+# The key of what is handed straight to the reader that reads the file next (no stat to compare).
+_HANDED = (-1, -1)
+
+
+def keep_detected(
+    path: Path, document: Any = None, *, data: bytes | None = None, handed: bool = False
+) -> None:
+    """Keep what detection just read of ``path`` for the next read of it.
+
+    ``document`` is the parsed JSON document (for ``read_document``), ``data`` all of the file's
+    bytes as stored (for ``iter_records``); either may be None. Kept content is used only while the
+    file's size and modification time are unchanged, unless ``handed`` (the caller reads the file
+    right away, as a folder read does).
+    """
     _DETECTED.clear()
-    if key is not None and document is not None:
-        _DETECTED[path] = (key, document)
+    if document is None and data is None:
+        return
+    key = _HANDED if handed else _stat_key(path)
+    if key is not None:
+        _DETECTED[path] = (key, document, data)
+
+
+def _take_detected(path: Path) -> tuple[Any, bytes | None]:
+    """``(document, data)`` kept for ``path`` when the file has not changed since, else ``(None, None)``."""
+    kept = _DETECTED.pop(path, None)
+    if kept is None or (kept[0] is not _HANDED and kept[0] != _stat_key(path)):
+        return None, None
+    return kept[1], kept[2]
 
 
 def read_document(path: Path, report: ReadReport) -> Any:
@@ -182,10 +244,11 @@ def read_document(path: Path, report: ReadReport) -> Any:
 
     Raises SourceError when the file cannot be read.
     """
-    kept = _DETECTED.pop(path, None)
-    if kept is not None and kept[0] == _stat_key(path):
-        return kept[1]
-    data = read_bytes(path, report)
+    document, data = _take_detected(path)
+    if document is not None:
+        return document
+    if data is None:
+        data = read_bytes(path, report)
     return None if data is None else parse_document(data, report)
 
 
@@ -216,12 +279,23 @@ def epoch(value: Any) -> float | None:
             pass
         else:
             return number if math.isfinite(number) else None
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
+    zulu = text[-1:] in ("Z", "z")
+    if zulu:
+        text = text[:-1]
+    elif text.endswith("+00:00"):
+        zulu, text = True, text[:-6]  # UTC written out: the same fast way as "Z"
     try:
-        return _aware(datetime.fromisoformat(text)).timestamp()
+        moment = datetime.fromisoformat(text)
     except ValueError:
         return None
+    if moment.tzinfo is None:
+        # UTC (said by the "Z", or taken for a time without a zone): counted from the epoch
+        # directly, without building an aware copy first.
+        return (moment - _EPOCH).total_seconds()
+    return None if zulu else moment.timestamp()
+
+
+_EPOCH = datetime(1970, 1, 1)
 
 
 def _aware(moment: datetime) -> datetime:

@@ -16,21 +16,20 @@ code of zero marks it worked. Actions and observations of the agent's own machin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kindling.errors import SourceError
 from kindling.sessions.convert import content_text, parse_arguments
-from kindling.sessions.files import epoch, probe, read_document
-from kindling.sessions.model import Message, ReadReport, Session, ToolCall
+from kindling.sessions.files import epoch, read_document
+from kindling.sessions.folders import EVENT_FILE
+from kindling.sessions.model import Message, ReadReport, Role, Session, ToolCall, new_message, new_tool_call
 from kindling.sessions.skips import MALFORMED_RECORD, NOT_AN_OBJECT, ORPHAN_TOOL_RESULT, UNREADABLE_FILE
 
 OPENHANDS = "openhands"
 
 _FAILED_OBSERVATIONS = frozenset({"error", "user_rejected"})
-_EVENT_FILE = re.compile(r"^(\d+)\.json$")
 
 
 def is_openhands_event(obj: Any) -> bool:
@@ -56,10 +55,14 @@ def read_openhands(path: Path, report: ReadReport) -> Iterator[Session]:
                 )
             ]
         )
-    probe(path)
-    document = read_document(path, report)
+    document = read_document(path, report)  # raises SourceError when the file cannot be read
     if document is None:
         return iter(())
+    return openhands_sessions(path, document, report)
+
+
+def openhands_sessions(path: Path, document: Any, report: ReadReport) -> Iterator[Session]:
+    """The session of an OpenHands trajectory file whose content ``document`` is already parsed."""
     if isinstance(document, dict) and isinstance(document.get("trajectory"), list):
         document = document["trajectory"]
     if not isinstance(document, list):
@@ -68,19 +71,11 @@ def read_openhands(path: Path, report: ReadReport) -> Iterator[Session]:
     return iter([_session(path.stem, iter(document), report)])
 
 
-def is_event_directory(path: Path) -> bool:
-    """Whether ``path`` is an OpenHands event stream (a folder of ``<n>.json`` files)."""
-    try:
-        return path.is_dir() and any(_EVENT_FILE.match(child.name) for child in path.iterdir())
-    except OSError:
-        return False
-
-
 def _events(directory: Path, report: ReadReport) -> Iterator[Any]:
     numbered = sorted(
         (int(match.group(1)), child)
         for child in directory.iterdir()
-        if (match := _EVENT_FILE.match(child.name)) is not None
+        if (match := EVENT_FILE.match(child.name)) is not None
     )
     for _number, child in numbered:
         try:
@@ -95,18 +90,16 @@ def _events(directory: Path, report: ReadReport) -> Iterator[Any]:
 def _session(session_id: str, events: Iterator[Any], report: ReadReport) -> Session:
     messages: list[Message] = []
     calls: dict[Any, ToolCall] = {}  # action id -> its call
-    started: float | None = None
-    ended: float | None = None
+    stamps: list[Any] = []  # every event's time as written: parsed for the messages, the start and the end
     model: str | None = None
     last_response: Any = None
     for event in events:
         if not isinstance(event, dict):
             report.skip(NOT_AN_OBJECT)
             continue
-        moment = epoch(event.get("timestamp"))
-        if moment is not None:
-            started = moment if started is None else started
-            ended = moment
+        stamp = event.get("timestamp")
+        if stamp is not None:
+            stamps.append(stamp)
         metadata = event.get("tool_call_metadata")
         if "action" in event:
             kind = event.get("action")
@@ -126,21 +119,30 @@ def _session(session_id: str, events: Iterator[Any], report: ReadReport) -> Sess
                     and last
                     and last.role == "assistant"
                 ):
-                    messages[-1] = Message(
-                        "assistant", last.content, (*last.tool_calls, call), timestamp=last.timestamp
+                    messages[-1] = new_message(
+                        "assistant",
+                        last.content,
+                        (*last.tool_calls, call),
+                        None,
+                        None,
+                        None,
+                        last.timestamp,
+                        None,
                     )
                 else:
-                    messages.append(Message("assistant", thought or None, (call,), timestamp=moment))
+                    messages.append(
+                        new_message(
+                            "assistant", thought or None, (call,), None, None, None, epoch(stamp), None
+                        )
+                    )
                 last_response = response_id
                 continue
             last_response = None
             if kind == "message":
                 text = content_text(args.get("content")) or content_text(event.get("message"))
                 if text and text.strip():
-                    if event.get("source") == "user":
-                        messages.append(Message("user", text, timestamp=moment))
-                    else:
-                        messages.append(Message("assistant", text, timestamp=moment))
+                    role: Role = "user" if event.get("source") == "user" else "assistant"
+                    messages.append(new_message(role, text, (), None, None, None, epoch(stamp), None))
             continue
         if "observation" in event:
             last_response = None
@@ -151,18 +153,21 @@ def _session(session_id: str, events: Iterator[Any], report: ReadReport) -> Sess
                     report.skip(ORPHAN_TOOL_RESULT)  # a tool's result whose action is not in the file
                 continue
             messages.append(
-                Message(
+                new_message(
                     "tool",
                     content_text(event.get("content")),
                     (),
                     answered.id,
                     answered.name,
                     _failed(event),
-                    moment,
+                    epoch(stamp),
+                    None,
                 )
             )
             continue
         report.skip(MALFORMED_RECORD)
+    started = next((moment for moment in map(epoch, stamps) if moment is not None), None)
+    ended = next((moment for moment in map(epoch, reversed(stamps)) if moment is not None), None)
     return Session(session_id, OPENHANDS, tuple(messages), started, ended, None, model)
 
 
@@ -178,9 +183,9 @@ def _call(
             if isinstance(sent, dict) and sent.get("id") == metadata.get("tool_call_id"):
                 function = _dict(sent.get("function"))
                 arguments, raw = parse_arguments(function.get("arguments"))
-                return ToolCall(call_id, name, arguments, raw)
+                return new_tool_call(call_id, name, arguments, raw, "assistant")
     kept = {key: value for key, value in args.items() if key not in ("thought", "security_risk")}
-    return ToolCall(call_id, name, kept)
+    return new_tool_call(call_id, name, kept, None, "assistant")
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -53,7 +53,7 @@ SKIP_REASONS: dict[str, str] = {
     MESSAGE_WITHOUT_SESSION: "a Hermes message row whose session row is missing",
     DATABASE_ERROR: "a database that failed midway (what was read is kept; the read then stops with an error)",
     COMPACTION_COPY: "a Hermes call (or its result) that compaction repeated, already read",
-    COMPACTION_SUMMARY: "Hermes's compaction summary: its note about earlier turns, no message",
+    COMPACTION_SUMMARY: "a compaction summary (Hermes, Claude Code, Codex), the agent's note about earlier turns, and Claude Code's compaction sub-agent: no message",
     RECORDING_GAP: "messages missing from a proxy recording (a gap in its sequence numbers)",
     AGENT_NOTE: "text a coding agent put in the user's turn (a caveat, command output, an environment block, an interruption, a demonstration), no request",
 }

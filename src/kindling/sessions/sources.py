@@ -10,6 +10,7 @@ format is detected from the content, never from the file name alone; ``format=``
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -24,15 +25,33 @@ from kindling.errors import (
     SourceError,
     UnknownFormatError,
 )
+
+# The detection predicates of the file formats (their readers are imported when a file is read).
+from kindling.sessions.claudecode import is_claude_code_record, read_claude_code
+from kindling.sessions.codex import is_codex_record, read_codex
 from kindling.sessions.files import (
     LEADING_BYTES,
-    PEEK_BYTES,
     SQLITE_MAGIC,
     keep_detected,
-    peek,
+    parse_document,
+    peek_head,
     read_document,
 )
+from kindling.sessions.folders import (
+    home_format,
+    session_entries,
+    session_files,
+)
 from kindling.sessions.model import ReadReport, Session
+from kindling.sessions.openai_agents import (
+    agents_sessions,
+    is_agents_document,
+    is_agents_record,
+    read_openai_agents,
+)
+from kindling.sessions.openhands import is_openhands_event, openhands_sessions, read_openhands
+from kindling.sessions.sweagent import is_swe_agent_trajectory, read_swe_agent, swe_agent_sessions
+from kindling.sessions.taubench import document_format
 
 HERMES = "hermes"
 HERMES_EXPORT = "hermes-export"
@@ -45,6 +64,7 @@ CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 OPENHANDS = "openhands"
 SWE_AGENT = "swe-agent"
+OPENAI_AGENTS = "openai-agents"
 
 #: Every format name ``iter_sessions`` and ``--format`` accept.
 FORMATS: tuple[str, ...] = (
@@ -59,6 +79,7 @@ FORMATS: tuple[str, ...] = (
     CODEX,
     OPENHANDS,
     SWE_AGENT,
+    OPENAI_AGENTS,
 )
 
 # Keys of a Hermes session row: a JSONL object holding one of these next to "messages" is a Hermes
@@ -113,72 +134,114 @@ def detect_format(source: str | Path) -> str:
     Raises SourceError when the source cannot be opened and UnknownFormatError when its content
     matches no known format (a JSON document of an unknown shape is one such error).
     """
-    resolved = resolve_source(source)
+    return _resolved_format(resolve_source(source))
+
+
+def _resolved_format(resolved: str | Path) -> str:
+    """``detect_format`` of a source ``resolve_source`` already returned."""
     if isinstance(resolved, str):
         return _database_format(resolved)
     if resolved.is_dir():
         return _directory_format(resolved)
-    head = peek(resolved)
+    return _file_format(resolved)
+
+
+def _file_format(path: Path) -> str:
+    """The format of one file (``detect_format`` once the source is known to be a file)."""
+    fmt, document, data = _sniff(path)
+    keep_detected(path, document, data=data)  # the reader that follows takes it instead of reading again
+    return fmt
+
+
+def _sniff(path: Path) -> tuple[str, Any, bytes | None]:
+    """``(format, document, data)`` of one file.
+
+    ``document`` is the parsed document when telling the format parsed all of it, ``data`` all
+    of the file's bytes when telling the format read all of it (else None). Raises SourceError
+    and UnknownFormatError as ``detect_format`` does.
+    """
+    head, whole, compressed = peek_head(path, _SNIFF_BYTES)
     if head.startswith(SQLITE_MAGIC):
-        return _database_format(resolved)
+        return _database_format(path), None, None
+    if not whole:
+        # A longer file: its first lines nearly always say. When they do not, judge as below from
+        # a longer peek (its key heuristics look at all of it).
+        for value in _first_values(head.lstrip(LEADING_BYTES), whole=False):
+            found = _format_of_value(value)
+            if found is not None:
+                return found, None, None
+            if isinstance(value, dict):
+                break
+        head, whole, compressed = peek_head(path)
+    data = head if whole and not compressed else None
     text = head.lstrip(LEADING_BYTES)
     if not text:
         problem = (
             "the file is empty"
-            if _size(resolved) == 0
+            if _size(path) == 0
             else "it holds no data (only whitespace, or a gzip file cut off before its first line)"
         )
-        raise UnknownFormatError(f"Cannot detect the format of {resolved}: {problem}.", path=resolved)
+        raise UnknownFormatError(f"Cannot detect the format of {path}: {problem}.", path=path)
     if text[:1] not in (b"{", b"["):
         raise UnknownFormatError(
-            f"Cannot detect the format of {resolved}: it is neither a SQLite database nor JSON; "
+            f"Cannot detect the format of {path}: it is neither a SQLite database nor JSON; "
             "use --format to force one.",
-            path=resolved,
+            path=path,
         )
     # One JSON value per line (JSONL, or a document on one line): judge by the first line that
     # parses among those the peek holds whole.
-    for first in _first_values(text):
+    for first in _first_values(text, whole=whole):
         found = _format_of_value(first)
         if found is not None:
-            return found
+            # An array on one line is a whole document: its reader takes it as parsed.
+            one_line = data is not None and isinstance(first, list) and b"\n" not in text.strip()
+            return found, first if one_line else None, data
         if isinstance(first, dict):
             break  # a line of an unknown shape: the key heuristics below decide
     else:
         # No line parses: a document spread over many lines (or one long line). Parse it whole and
-        # find the runs by their shape wherever they sit.
-        found = _document_format(resolved)
+        # find the runs by their shape wherever they sit (from the peek when it holds all of it).
+        found, document = _document_format(path, data)
         if found is not None:
-            return found
+            return found, document, None
     # A document that does not parse whole (cut short): judge by the keys near its start. tau2-bench
     # writes its results indented with "simulations" last, after the run info and every task (often
     # far past what is peeked here), so the keys of its run info near the top say tau2-bench too.
     if b'"simulations"' in text or b'"task_results"' in text or all(key in text for key in _TAU2_INFO_KEYS):
-        return TAU2_BENCH
+        return TAU2_BENCH, None, data
     if b'"traj"' in text:
-        return TAU_BENCH
+        return TAU_BENCH, None, data
     if b'"conversations"' in text:
-        return SHAREGPT
+        return SHAREGPT, None, data
     if b'"messages"' in text:
-        return OPENAI
+        return OPENAI, None, data
     raise UnknownFormatError(
-        f"Cannot detect the format of {resolved}: no known session keys "
+        f"Cannot detect the format of {path}: no known session keys "
         "(messages, conversations, traj, simulations); use --format to force one.",
-        path=resolved,
+        path=path,
     )
 
 
 _LINES_TRIED = 8
+# What detection reads of a file first: all of most session files, the first lines of the others.
+_SNIFF_BYTES = 64 * 1024
 # Detection parses a multi-line JSON document whole only up to this size on disk.
 _DOCUMENT_LIMIT = 512 * 1024 * 1024
 
 
-def _first_values(text: bytes) -> Iterator[Any]:
-    """Yield the JSON values of the first complete lines of ``text`` that parse (a few at most)."""
-    lines = text.split(b"\n")
-    complete = lines if len(text) < PEEK_BYTES else lines[:-1]
-    for line in complete[:_LINES_TRIED]:
+def _first_values(text: bytes, *, whole: bool) -> Iterator[Any]:
+    """Yield the JSON values of the first lines of ``text`` that parse (a few at most).
+
+    Only lines ``text`` holds whole count (the last one only when ``text`` is all of the file), and
+    only those that can be an object or array (a line of a document spread over many lines never is:
+    trying it would cost an exception each).
+    """
+    lines = text.split(b"\n", _LINES_TRIED)
+    if len(lines) <= _LINES_TRIED and not whole:
+        lines.pop()
+    for line in lines[:_LINES_TRIED]:
         line = line.strip()
-        if not line:
+        if line[:1] not in (b"{", b"[") or line[-1:] not in (b"}", b"]"):
             continue
         try:
             yield orjson.loads(line)
@@ -187,8 +250,6 @@ def _first_values(text: bytes) -> Iterator[Any]:
 
 
 def _format_of_value(value: Any) -> str | None:
-    from kindling.sessions.taubench import document_format
-
     found = document_format(value)
     if found is not None:
         return found
@@ -199,24 +260,27 @@ def _format_of_value(value: Any) -> str | None:
     return None
 
 
-def _document_format(path: Path) -> str | None:
-    """The format of a whole JSON document found by its shape; None when it does not parse.
+def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None, Any]:
+    """``(format, document)`` of a whole JSON document found by its shape; ``(None, None)`` when it does not parse.
 
-    Raises UnknownFormatError when it parses but holds nothing kindling reads.
+    ``data`` is the file's content when the caller holds all of it already. Raises
+    UnknownFormatError when it parses but holds nothing kindling reads.
     """
     from kindling.sessions.taubench import describe_document, is_run_directory_results
 
-    if _size(path) > _DOCUMENT_LIMIT:
-        return None  # too big to parse just to look: perhaps JSONL with a long first line
-    document = read_document(path, ReadReport())
+    if data is not None:
+        document = parse_document(data, ReadReport())
+    elif _size(path) > _DOCUMENT_LIMIT:
+        return None, None  # too big to parse just to look: perhaps JSONL with a long first line
+    else:
+        document = read_document(path, ReadReport())
     if document is None:
-        return None
-    keep_detected(path, document)  # the reader that follows takes it instead of parsing again
+        return None, None
     found = _format_of_value(document)
     if found is not None:
-        return found
+        return found, document
     if is_run_directory_results(document, path):
-        return TAU2_BENCH
+        return TAU2_BENCH, document
     raise UnknownFormatError(
         f"Cannot read {path}: unrecognised format. It is {describe_document(document)}, and no "
         "sessions were found in it (no tau-bench runs, tau2-bench simulations, messages or "
@@ -226,17 +290,22 @@ def _document_format(path: Path) -> str | None:
 
 
 def benchmark_directory_format(directory: Path) -> str | None:
-    """The format of a directory of benchmark result files (that of its first file holding runs), else None."""
-    from kindling.sessions.taubench import document_files, document_format
+    """The format of a directory of benchmark result files (that of its first file holding runs), else None.
+
+    None as soon as a file holds sessions of another format: a folder of session files.
+    """
+    from kindling.sessions.taubench import document_files
 
     for path in document_files(directory):
         try:
             document = read_document(path, ReadReport())
         except SourceError:
             continue
-        found = document_format(document)
-        if found is not None:
+        found = _format_of_value(document)
+        if found in (TAU_BENCH, TAU2_BENCH):
             return found
+        if found is not None:
+            return None
     return None
 
 
@@ -250,7 +319,7 @@ def _directory_format(directory: Path) -> str:
         return home
     for path in session_files(directory):
         try:
-            return detect_format(path)
+            return OPENHANDS if path.is_dir() else _file_format(path)
         except SourceError:
             continue
     raise UnknownFormatError(
@@ -318,15 +387,12 @@ def _size(path: Path) -> int:
 
 
 def _format_of_object(obj: dict[str, Any], *, in_array: bool = False) -> str | None:
-    from kindling.sessions.claudecode import is_claude_code_record
-    from kindling.sessions.codex import is_codex_record
-    from kindling.sessions.openhands import is_openhands_event
-    from kindling.sessions.sweagent import is_swe_agent_trajectory
-
     if is_claude_code_record(obj):
         return CLAUDE_CODE
     if is_codex_record(obj):
         return CODEX
+    if is_agents_record(obj) or (not in_array and is_agents_document(obj)):
+        return OPENAI_AGENTS
     if is_swe_agent_trajectory(obj):
         return SWE_AGENT
     if is_openhands_event(obj):
@@ -346,12 +412,13 @@ def _format_of_object(obj: dict[str, Any], *, in_array: bool = False) -> str | N
     return None
 
 
-# The coding agents' readers: (module, function), imported on demand.
-_AGENT_READERS: dict[str, tuple[str, str]] = {
-    CLAUDE_CODE: ("kindling.sessions.claudecode", "read_claude_code"),
-    CODEX: ("kindling.sessions.codex", "read_codex"),
-    OPENHANDS: ("kindling.sessions.openhands", "read_openhands"),
-    SWE_AGENT: ("kindling.sessions.sweagent", "read_swe_agent"),
+# The coding agents' readers (their modules hold the detection predicates, imported above).
+_AGENT_READERS: dict[str, Reader] = {
+    CLAUDE_CODE: read_claude_code,
+    CODEX: read_codex,
+    OPENHANDS: read_openhands,
+    SWE_AGENT: read_swe_agent,
+    OPENAI_AGENTS: read_openai_agents,
 }
 
 
@@ -370,11 +437,8 @@ def _reader(fmt: str) -> Reader:
         from kindling.sessions.recorded import read_recorded
 
         return read_recorded
-    if fmt in _AGENT_READERS:
-        import importlib
-
-        module, name = _AGENT_READERS[fmt]
-        reader: Reader = getattr(importlib.import_module(module), name)
+    reader = _AGENT_READERS.get(fmt)
+    if reader is not None:
         return reader
     if fmt in (HERMES_EXPORT, SHAREGPT, OPENAI):
         from kindling.sessions.jsonl import read_hermes_export, read_openai, read_sharegpt
@@ -409,7 +473,7 @@ def iter_sessions(
             f"Unknown format {format!r}; choose one of: {', '.join(FORMATS)}.", path=_shown(source)
         )
     resolved = resolve_source(source)
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     if isinstance(resolved, str):
         if fmt not in (HERMES, PROXY) or not is_postgres_url(resolved):
             raise SourceError(
@@ -429,96 +493,6 @@ def iter_sessions(
 
 # ------------------------------------------------------------------------------------- folders
 
-#: Names a session file below a folder source may have.
-SESSION_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".traj")
-# Where a coding agent's home keeps its sessions, and the files there that are sessions.
-_HOMES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    (CLAUDE_CODE, ("projects",), "*.jsonl"),
-    (CODEX, ("sessions", "archived_sessions"), "rollout-*.jsonl*"),
-)
-
-
-def home_format(directory: Path) -> str | None:
-    """``claude-code`` for a Claude Code home (``~/.claude``), ``codex`` for a Codex home, else None."""
-    if (directory / "projects").is_dir() and (
-        (directory / "settings.json").exists()
-        or directory.name == ".claude"
-        or _has(directory / "projects", "*.jsonl")
-    ):
-        return CLAUDE_CODE
-    if (directory / "sessions").is_dir() and _has(directory / "sessions", "rollout-*.jsonl*"):
-        return CODEX
-    return None
-
-
-def agent_homes(home: Path | None = None) -> list[tuple[str, Path]]:
-    """Return ``(format, folder)`` for each coding agent's home under ``home`` (default: the user's) holding sessions.
-
-    Claude Code's ``~/.claude`` (``CLAUDE_CONFIG_DIR`` overrides) and Codex's ``~/.codex``
-    (``CODEX_HOME`` overrides), each only when it holds a session file.
-    """
-    import os
-
-    base = home or Path.home()
-    found: list[tuple[str, Path]] = []
-    claude = (
-        Path(os.environ["CLAUDE_CONFIG_DIR"])
-        if home is None and os.environ.get("CLAUDE_CONFIG_DIR")
-        else base / ".claude"
-    )
-    codex = (
-        Path(os.environ["CODEX_HOME"]) if home is None and os.environ.get("CODEX_HOME") else base / ".codex"
-    )
-    for fmt, folder in ((CLAUDE_CODE, claude), (CODEX, codex)):
-        try:
-            if (
-                folder.is_dir()
-                and home_format(folder) == fmt
-                and next(session_files(folder), None) is not None
-            ):
-                found.append((fmt, folder))
-        except OSError:
-            continue
-    return found
-
-
-def _has(directory: Path, pattern: str) -> bool:
-    return next(iter(sorted(directory.rglob(pattern))), None) is not None
-
-
-def session_files(directory: Path) -> Iterator[Path]:
-    """Yield the session files below ``directory`` in name order, subfolders included.
-
-    A coding agent's home yields only its session files (``projects/**/*.jsonl`` of ``~/.claude``,
-    ``sessions/**/rollout-*.jsonl`` of ``~/.codex``); any other folder every ``.jsonl``, ``.json``
-    and ``.traj`` file (gzip too), hidden folders left out, and an OpenHands event stream (an
-    ``events/`` folder of numbered files) as one source. Raises OSError when the folder cannot be listed.
-    """
-    home = home_format(directory)
-    for fmt, folders, pattern in _HOMES:
-        if fmt == home:
-            for folder in folders:
-                if (directory / folder).is_dir():
-                    yield from sorted((directory / folder).rglob(pattern))
-            return
-    yield from _walk(directory)
-
-
-def _walk(directory: Path) -> Iterator[Path]:
-    from kindling.sessions.openhands import is_event_directory
-
-    entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
-    for entry in entries:
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir():
-            if entry.name == "events" and is_event_directory(entry):
-                yield entry
-            else:
-                yield from _walk(entry)
-        elif entry.name.endswith(SESSION_SUFFIXES) and entry.is_file():
-            yield entry
-
 
 def read_tree(
     directory: Path, report: ReadReport, format: str | None = None, formats: set[str] | None = None
@@ -528,20 +502,23 @@ def read_tree(
     A file whose format cannot be told (or that cannot be opened) is counted (``file_without_sessions``,
     ``unreadable_file``) and the read goes on. ``formats`` collects the formats read.
     """
-    from kindling.sessions.openhands import read_openhands
     from kindling.sessions.skips import FILE_WITHOUT_SESSIONS, UNREADABLE_FILE
 
-    for path in session_files(directory):
+    for path, stream in _listed_ahead(session_entries(directory)):
         try:
-            if path.is_dir():
+            if stream:
                 fmt = OPENHANDS
                 sessions = read_openhands(path, report)
             else:
-                fmt = format or detect_format(path)
+                document = data = None
+                if format is not None:
+                    fmt = format
+                else:
+                    fmt, document, data = _sniff(path)
                 if fmt in (HERMES, PROXY):
                     report.skip(FILE_WITHOUT_SESSIONS)
                     continue
-                sessions = _reader(fmt)(path, report)
+                sessions = _read_file(fmt, path, document, data, report)
         except UnknownFormatError:
             report.skip(FILE_WITHOUT_SESSIONS)
             continue
@@ -551,6 +528,43 @@ def read_tree(
         if formats is not None:
             formats.add(fmt)
         yield from sessions
+
+
+def _listed_ahead(entries: Iterator[tuple[Path, bool]]) -> Iterator[tuple[Path, bool]]:
+    """``entries``, listed a few hundred at a time before they are read.
+
+    Listing folders and reading files one after the other costs more than doing each in a run
+    (the processor's caches keep one kind of work at a time); a bounded batch keeps memory flat.
+    """
+    while True:
+        batch = list(itertools.islice(entries, _LISTED_AHEAD))
+        if not batch:
+            return
+        yield from batch
+
+
+_LISTED_AHEAD = 256
+
+
+# The readers that take a document detection already parsed.
+_DOCUMENT_READERS: dict[str, Callable[[Path, Any, ReadReport], Iterator[Session]]] = {
+    OPENHANDS: openhands_sessions,
+    SWE_AGENT: swe_agent_sessions,
+    OPENAI_AGENTS: agents_sessions,
+}
+
+
+def _read_file(
+    fmt: str, path: Path, document: Any, data: bytes | None, report: ReadReport
+) -> Iterator[Session]:
+    """The sessions of one file in ``fmt``, given what detection read of it (its parsed document, or its bytes)."""
+    if document is not None:
+        read = _DOCUMENT_READERS.get(fmt)
+        if read is not None:
+            return read(path, document, report)
+    # The reader takes it instead of reading the file again, right away.
+    keep_detected(path, document, data=data, handed=True)
+    return _reader(fmt)(path, report)
 
 
 def _shown(source: str | Path) -> str:
@@ -605,7 +619,7 @@ def summarize_source(
     Raises SourceError as ``iter_sessions`` does.
     """
     resolved = resolve_source(source)
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     report = ReadReport()
     formats: set[str] = set()
     if isinstance(resolved, Path) and resolved.is_dir() and fmt not in (TAU_BENCH, TAU2_BENCH):
@@ -641,7 +655,7 @@ def estimate_sessions(sources: Iterable[str | Path], format: str | None = None) 
             if (
                 isinstance(resolved, str)
                 or not resolved.is_file()
-                or (format or detect_format(resolved)) != HERMES
+                or (format or _resolved_format(resolved)) != HERMES
             ):
                 return None
             wal = WalFiles(resolved)
@@ -712,7 +726,7 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
     Raises NotFoundError when no session has that id, SourceError when the source cannot be read.
     """
     resolved = resolve_source(source)
-    if session_id == LATEST and (format or detect_format(resolved)) == HERMES:
+    if session_id == LATEST and (format or _resolved_format(resolved)) == HERMES:
         # The newest is known from the session rows: read only that session, not every one (when
         # the rows cannot tell, or the one-session read cannot find it, everything is read).
         from kindling.sessions.hermes import newest_session_id
@@ -728,7 +742,7 @@ def find_session(source: str | Path, session_id: str, format: str | None = None)
                 f"No sessions in {_shown(source)}, so no latest one.", kind="session", name=session_id
             )
         return latest
-    fmt = format or detect_format(resolved)
+    fmt = format or _resolved_format(resolved)
     if fmt == HERMES:
         # Hermes databases can be asked for the one session instead of scanning them all.
         from kindling.sessions.hermes import read_hermes_postgres, read_hermes_sqlite

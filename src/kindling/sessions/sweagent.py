@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from kindling.sessions.convert import content_text, parse_tool_calls
-from kindling.sessions.files import probe, read_document
-from kindling.sessions.model import Message, ReadReport, Session, ToolCall
+from kindling.sessions.convert import content_text, parse_calls_at
+from kindling.sessions.files import read_document
+from kindling.sessions.model import Message, ReadReport, Session, ToolCall, new_message, new_tool_call
 from kindling.sessions.skips import AGENT_NOTE, MALFORMED_MESSAGE, MALFORMED_RECORD, ORPHAN_TOOL_RESULT
 
 SWE_AGENT = "swe-agent"
@@ -55,10 +55,14 @@ def read_swe_agent(path: Path, report: ReadReport) -> Iterator[Session]:
 
     Raises SourceError when the file cannot be opened.
     """
-    probe(path)
-    document = read_document(path, report)
+    document = read_document(path, report)  # raises SourceError when the file cannot be read
     if document is None:
         return iter(())
+    return swe_agent_sessions(path, document, report)
+
+
+def swe_agent_sessions(path: Path, document: Any, report: ReadReport) -> Iterator[Session]:
+    """The session of a ``.traj`` file whose content ``document`` is already parsed."""
     if not is_swe_agent_trajectory(document):
         report.skip(MALFORMED_RECORD)
         return iter(())
@@ -88,6 +92,7 @@ def _session(path: Path, document: dict[str, Any], report: ReadReport) -> Sessio
 
 def _from_history(history: list[Any], session_id: str, report: ReadReport) -> tuple[Message, ...]:
     out: list[Message] = []
+    append = out.append
     pending: dict[str, str] = {}  # call id -> tool name
     shell_call: ToolCall | None = None  # an action waiting for its observation (no function calling)
     for index, entry in enumerate(history):
@@ -100,15 +105,18 @@ def _from_history(history: list[Any], session_id: str, report: ReadReport) -> tu
         role = entry.get("role")
         text = content_text(entry.get("content"))
         if role == "system":
-            out.append(Message("system", text))
+            append(new_message("system", text, (), None, None, None, None, None))
         elif role == "assistant":
-            calls = parse_tool_calls(entry.get("tool_calls"), report, id_prefix=f"{session_id}:{index}")
-            if not calls and isinstance(entry.get("action"), str) and entry["action"].strip():
-                calls = (ToolCall(f"{session_id}:{index}", SHELL_TOOL, {"command": entry["action"].strip()}),)
-                shell_call = calls[0]
+            calls = parse_calls_at(entry.get("tool_calls"), report, session_id, index)
+            action = entry.get("action")
+            if not calls and isinstance(action, str) and action.strip():
+                shell_call = new_tool_call(
+                    f"{session_id}:{index}", SHELL_TOOL, {"command": action.strip()}, None, "assistant"
+                )
+                calls = (shell_call,)
             for call in calls:
                 pending[call.id] = call.name
-            out.append(Message("assistant", text or None, calls))
+            append(new_message("assistant", text or None, calls, None, None, None, None, None))
         elif role == "tool":
             ids = entry.get("tool_call_ids") or [entry.get("tool_call_id")]
             call_id = str(ids[0]) if ids and ids[0] is not None else None
@@ -116,13 +124,13 @@ def _from_history(history: list[Any], session_id: str, report: ReadReport) -> tu
             if name is None:
                 report.skip(ORPHAN_TOOL_RESULT)
                 continue
-            out.append(Message("tool", text, (), call_id, name))
+            append(new_message("tool", text, (), call_id, name, None, None, None))
         elif role == "user":
             if shell_call is not None and entry.get("message_type") == "observation":
                 pending.pop(shell_call.id, None)
-                out.append(Message("tool", text, (), shell_call.id, shell_call.name))
+                append(new_message("tool", text, (), shell_call.id, shell_call.name, None, None, None))
             else:
-                out.append(Message("user", text))
+                append(new_message("user", text, (), None, None, None, None, None))
             shell_call = None
         else:
             report.skip(MALFORMED_MESSAGE)
@@ -135,9 +143,16 @@ def _from_steps(steps: list[Any], session_id: str, report: ReadReport) -> tuple[
         if not isinstance(step, dict) or not isinstance(step.get("action"), str):
             report.skip(MALFORMED_MESSAGE)
             continue
-        call = ToolCall(f"{session_id}:{index}", SHELL_TOOL, {"command": step["action"].strip()})
-        out.append(Message("assistant", content_text(step.get("thought")) or None, (call,)))
-        out.append(Message("tool", content_text(step.get("observation")), (), call.id, call.name))
+        call = new_tool_call(
+            f"{session_id}:{index}", SHELL_TOOL, {"command": step["action"].strip()}, None, "assistant"
+        )
+        thought = content_text(step.get("thought")) or None
+        out.append(new_message("assistant", thought, (call,), None, None, None, None, None))
+        out.append(
+            new_message(
+                "tool", content_text(step.get("observation")), (), call.id, call.name, None, None, None
+            )
+        )
     return tuple(out)
 
 

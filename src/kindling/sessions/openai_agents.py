@@ -1,0 +1,280 @@
+"""OpenAI Agents SDK traces: the traces and spans its tracing processors export, saved as JSON.
+
+The SDK records each run as a *trace* (``{"object": "trace", "id", "workflow_name", "group_id",
+"metadata"}``) made of *spans* (``{"object": "trace.span", "id", "trace_id", "parent_id",
+"started_at", "ended_at", "span_data": {"type", ...}, "error"}``): what ``Trace.export()`` and
+``Span.export()`` return, and what a ``TracingExporter`` receives. Read here wherever they were
+saved: one object a line (JSONL), a JSON list of them, the batch ``{"data": [...]}`` the SDK sends
+to its backend (one a line too), or a document keeping ``traces`` and ``spans`` lists.
+
+Each trace is one session (its id, ``workflow_name`` as the title, ``group_id``). Its spans, in the
+order they started, give the messages:
+
+- a ``function`` span is a tool call (``name``, the arguments the model sent in ``input``) and its
+  result (``output``); a span with an ``error`` is a failed call, its result the error's message
+  when there is no output. Function spans under the same parent one after another are one
+  assistant turn (calls made together);
+- a ``generation`` span (a Chat Completions model) gives the user's requests (the user messages
+  of its ``input`` not seen before), the assistant's text (its ``output``) and the model;
+- ``agent``, ``handoff`` and ``guardrail`` spans say who ran (``metadata["agents"]``), who handed
+  over to whom (``metadata["handoffs"]``) and which guardrail tripped
+  (``metadata["guardrails_triggered"]``); the other span types carry nothing a session keeps.
+
+A span exported twice (when it started and when it ended) counts once, as it ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kindling.sessions.convert import content_text, dumps, parse_arguments
+from kindling.sessions.files import LEADING_BYTES, epoch, iter_records, peek, read_document
+from kindling.sessions.model import Message, ReadReport, Session, ToolCall, new_message, new_tool_call
+from kindling.sessions.skips import MALFORMED_RECORD, NOT_AN_OBJECT, TOOL_CALL_WITHOUT_NAME
+
+OPENAI_AGENTS = "openai-agents"
+
+_TRACE = "trace"
+_SPAN = "trace.span"
+
+
+def is_agents_record(obj: Any) -> bool:
+    """Whether a JSON value is a trace or span exported by the OpenAI Agents SDK."""
+    if not isinstance(obj, dict):
+        return False
+    kind = obj.get("object")
+    if kind == _SPAN:
+        return isinstance(obj.get("span_data"), dict)
+    return kind == _TRACE and "workflow_name" in obj
+
+
+def is_agents_document(obj: Any) -> bool:
+    """Whether a JSON object holds exported traces and spans (``{"data": [...]}`` or ``traces``/``spans`` lists)."""
+    if not isinstance(obj, dict):
+        return False
+    for key in ("data", "spans", "traces"):
+        items = obj.get(key)
+        if isinstance(items, list) and items and is_agents_record(items[0]):
+            return True
+    return False
+
+
+def read_openai_agents(path: Path, report: ReadReport) -> Iterator[Session]:
+    """Stream the sessions (one a trace) of a file of exported OpenAI Agents SDK traces and spans.
+
+    Raises SourceError when the file cannot be opened.
+    """
+    head = peek(path).lstrip(LEADING_BYTES)
+    if head[:1] == b"[" or (head[:1] == b"{" and not _first_line_whole(head)):
+        document = read_document(path, report)
+        if document is None:
+            return iter(())
+        return agents_sessions(path, document, report)
+    return _sessions(_unbatched(record for _number, record in iter_records(path, report)), report)
+
+
+def agents_sessions(path: Path, document: Any, report: ReadReport) -> Iterator[Session]:
+    """The sessions of a file whose content ``document`` (a list or an object) is already parsed."""
+    if isinstance(document, list):
+        return _sessions(_unbatched(document), report)
+    if is_agents_document(document):
+        return _sessions(_batch(document), report)
+    return _sessions((document,), report)
+
+
+def _batch(document: dict[str, Any]) -> list[Any]:
+    """The traces and spans a batch (``{"data": [...]}``, ``traces``/``spans``) holds, traces first."""
+    items: list[Any] = []
+    for key in ("traces", "data", "spans"):
+        found = document.get(key)
+        if isinstance(found, list):
+            items.extend(found)
+    return items
+
+
+def _unbatched(items: Iterable[Any]) -> Iterator[Any]:
+    """The traces and spans of ``items``, each batch among them opened up."""
+    for item in items:
+        if isinstance(item, dict) and "object" not in item and is_agents_document(item):
+            yield from _batch(item)
+        else:
+            yield item
+
+
+def _first_line_whole(head: bytes) -> bool:
+    # JSONL when the first line is a whole JSON object; a document spread over lines otherwise.
+    line = head.split(b"\n", 1)[0].strip()
+    return line[:1] == b"{" and line[-1:] == b"}"
+
+
+class _Trace:
+    def __init__(self, trace_id: str) -> None:
+        self.id = trace_id
+        self.header: dict[str, Any] = {}
+        self.spans: dict[str, dict[str, Any]] = {}  # span id -> its latest export, in first-seen order
+
+
+def _sessions(items: Iterable[Any], report: ReadReport) -> Iterator[Session]:
+    traces: dict[str, _Trace] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            report.skip(NOT_AN_OBJECT)
+            continue
+        kind = item.get("object")
+        if kind == _SPAN:
+            trace_id = item.get("trace_id")
+            if trace_id.__class__ is not str or item.get("span_data").__class__ is not dict:
+                report.skip(MALFORMED_RECORD)  # a span of no trace, or with no data
+                continue
+        elif kind == _TRACE and "workflow_name" in item and item.get("id").__class__ is str:
+            trace_id = item["id"]
+        else:
+            report.skip(MALFORMED_RECORD)  # not an exported trace or span
+            continue
+        trace = traces.get(trace_id)
+        if trace is None:
+            trace = traces[trace_id] = _Trace(trace_id)
+        if kind == _TRACE:
+            trace.header = item
+            continue
+        span_id = item.get("id")
+        # Exported again when it ended: the later export wins.
+        trace.spans[span_id if span_id.__class__ is str else f"{trace_id}:{len(trace.spans)}"] = item
+    for trace in traces.values():
+        yield _session(trace, report)
+
+
+def _session(trace: _Trace, report: ReadReport) -> Session:
+    # In the order the spans started. The SDK writes every time the same way (ISO 8601 in UTC), so
+    # the text sorts as the time does; only the times a message or the session keeps are parsed.
+    spans = sorted(trace.spans.values(), key=_start_text)
+    messages: list[Message] = []
+    seen_requests: set[str] = set()
+    metadata: dict[str, Any] = {}
+    model: str | None = None
+    group: list[dict[str, Any]] = []  # function spans made together, not yet written out
+    for span in spans:
+        data = span["span_data"]
+        kind = data.get("type")
+        if kind == "function":
+            if group and group[-1].get("parent_id") != span.get("parent_id"):
+                _calls(group, messages, report)
+            group.append(span)
+            continue
+        if group:
+            _calls(group, messages, report)
+        if kind == "generation":
+            if model is None and isinstance(data.get("model"), str):
+                model = data["model"]
+            _generation(data, epoch(span.get("started_at")), seen_requests, messages)
+        elif kind == "agent" and isinstance(data.get("name"), str):
+            agents = metadata.setdefault("agents", [])
+            if data["name"] not in agents:
+                agents.append(data["name"])
+        elif kind == "handoff":
+            metadata.setdefault("handoffs", []).append(f"{data.get('from_agent')} -> {data.get('to_agent')}")
+        elif kind == "guardrail" and data.get("triggered") is True:
+            metadata.setdefault("guardrails_triggered", []).append(data.get("name"))
+        if kind != "function" and isinstance(span.get("error"), dict):
+            metadata.setdefault("errors", []).append(_error_text(span["error"]))
+    if group:
+        _calls(group, messages, report)
+    header = trace.header
+    if isinstance(header.get("workflow_name"), str):
+        metadata["title"] = metadata["workflow_name"] = header["workflow_name"]
+    if header.get("group_id") is not None:
+        metadata["group_id"] = header["group_id"]
+    if isinstance(header.get("metadata"), dict) and header["metadata"]:
+        metadata["trace_metadata"] = header["metadata"]
+    ends = [span["ended_at"] for span in spans if isinstance(span.get("ended_at"), str)]
+    return Session(
+        trace.id,
+        OPENAI_AGENTS,
+        tuple(messages),
+        epoch(spans[0].get("started_at")) if spans else None,
+        epoch(max(ends)) if ends else None,
+        None,
+        model,
+        None,
+        None,
+        metadata,
+    )
+
+
+def _start_text(span: dict[str, Any]) -> str:
+    started = span.get("started_at")
+    return started if isinstance(started, str) else "~"  # no start: after every time
+
+
+def _generation(data: dict[str, Any], started: float | None, seen: set[str], messages: list[Message]) -> None:
+    for sent in _message_list(data.get("input")):
+        if sent.get("role") != "user":
+            continue
+        text = content_text(sent.get("content"))
+        if text and text.strip() and text not in seen:
+            seen.add(text)
+            messages.append(new_message("user", text, (), None, None, None, started, None))
+    for said in _message_list(data.get("output")):
+        if said.get("role", "assistant") != "assistant":
+            continue
+        text = content_text(said.get("content"))
+        if text and text.strip():
+            messages.append(new_message("assistant", text, (), None, None, None, started, None))
+
+
+def _message_list(value: Any) -> Iterable[dict[str, Any]]:
+    if isinstance(value, dict):
+        value = [value]
+    return (item for item in value if isinstance(item, dict)) if isinstance(value, list) else ()
+
+
+def _calls(group: list[dict[str, Any]], messages: list[Message], report: ReadReport) -> None:
+    """Write the function spans made together as one assistant turn and their results."""
+    calls: list[tuple[ToolCall, dict[str, Any]]] = []
+    for span in group:
+        data = span["span_data"]
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            report.skip(TOOL_CALL_WITHOUT_NAME)
+            continue
+        arguments, raw = parse_arguments(data.get("input"))
+        call_id = str(span.get("id") or f"{span.get('trace_id')}:{len(messages)}:{len(calls)}")
+        calls.append((new_tool_call(call_id, name, arguments, raw, "assistant"), span))
+    group.clear()
+    if not calls:
+        return
+    first = calls[0][1]
+    messages.append(
+        new_message(
+            "assistant",
+            None,
+            tuple(call for call, _ in calls),
+            None,
+            None,
+            None,
+            epoch(first.get("started_at")),
+            None,
+        )
+    )
+    for call, span in calls:
+        error = span.get("error")
+        failed = error is not None
+        output = span["span_data"].get("output")
+        text = content_text(output) if output is not None else None
+        if text is None and failed:
+            text = _error_text(error)
+        moment = epoch(span.get("ended_at"))
+        messages.append(
+            new_message("tool", text, (), call.id, call.name, True if failed else None, moment, None)
+        )
+
+
+def _error_text(error: Any) -> str:
+    """A span's error as text: its message, then its data."""
+    if not isinstance(error, dict):
+        return str(error)
+    message = str(error.get("message") or "error")
+    data = error.get("data")
+    return f"{message}\n{dumps(data)}" if data else message
