@@ -1,9 +1,9 @@
 """Approvals for Hermes tool calls: ask the confirmation daemon before a dangerous command runs.
 
 :class:`ApprovalGate` decides whether a call needs a human (a terminal command Hermes's own
-``detect_dangerous_command`` flags, or kindling's patterns when Hermes's is not importable; any
-configured high-risk tool), submits it to the daemon with the command, working directory, session
-and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
+``detect_dangerous_command`` flags, or ``kindling.integrations.dangerous`` when Hermes's is not
+importable; any configured high-risk tool), submits it to the daemon with the command, working
+directory, session and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
 call run, ``{"action": "block", "message": ...}`` vetoes it. A deny carries the approver's reason.
 
 It fails closed: only a well-formed answer about the request it submitted, with an approving
@@ -18,45 +18,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kindling.errors import ConfirmError
+from kindling.integrations.dangerous import dangerous_command
 
 __all__ = ["ApprovalGate", "Verdict", "detect_dangerous"]
 
 logger = logging.getLogger("kindling.hermes")
-
-# Used only when Hermes's own detector cannot be imported (another agent, an old Hermes). Each is a
-# command that destroys data, hands over the machine, or cannot be taken back.
-_FALLBACK_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), description)
-    for pattern, description in (
-        (r"\brm\s+(?:-[a-z]*\s+)*-[a-z]*[rf][a-z]*\b", "recursive or forced delete"),
-        (r"\bmkfs(?:\.\w+)?\b|\bdd\s+[^\n]*\bof=/dev/", "overwrites a disk"),
-        (r">\s*/dev/(?:sd|nvme|hd)\w*", "overwrites a disk"),
-        (r"\bchmod\s+(?:-[a-z]*\s+)*(?:-R\s+)?0?777\b|\bchown\s+-R\b", "opens permissions recursively"),
-        (r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b", "runs a script from the network"),
-        (
-            r"\bgit\s+(?:push\s+[^\n]*(?:--force|-f)\b|reset\s+--hard|clean\s+-[a-z]*f)",
-            "rewrites git history",
-        ),
-        (
-            r"\b(?:drop|truncate)\s+(?:table|database)\b|\bdelete\s+from\s+\w+\s*(?:;|$)",
-            "destroys database rows",
-        ),
-        (
-            r"\b(?:shutdown|reboot|halt|poweroff)\b|\bsystemctl\s+(?:stop|disable)\b",
-            "stops the machine or a service",
-        ),
-        (r"\bkill\s+-9\s+-1\b|\bkillall\b|\bpkill\b", "kills processes"),
-        (r":\(\)\s*\{\s*:\|:&\s*\};:", "fork bomb"),
-        (r"\bsudo\b", "runs as root"),
-    )
-)
 
 
 def _hermes_detector() -> Callable[[str], tuple[Any, ...]] | None:
@@ -82,10 +54,7 @@ def detect_dangerous(command: str) -> str | None:
             logger.warning("kindling: Hermes's detect_dangerous_command failed (%s); using kindling's.", exc)
         else:
             return str(description or key or "dangerous command") if flagged else None
-    for pattern, description in _FALLBACK_PATTERNS:
-        if pattern.search(command):
-            return description
-    return None
+    return dangerous_command(command)
 
 
 @dataclass(frozen=True)
