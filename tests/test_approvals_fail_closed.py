@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,38 +52,20 @@ def odd() -> Iterator[OddDaemon]:
         yield daemon
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_the_client_refuses_every_odd_answer_by_the_deadline(odd: OddDaemon, mode: str) -> None:
+FAST = [mode for mode in MODES if mode not in LATE]
+
+
+def client_refusal(odd: OddDaemon, mode: str) -> tuple[ConfirmError, float]:
+    """The ConfirmError ``request_confirmation`` raises against ``mode``, and how long it took."""
     started = time.monotonic()
     with ConfirmClient(odd.url(mode), "agent-token") as client, pytest.raises(ConfirmError) as caught:
         client.request_confirmation("deploy_production", "Deploy v2", timeout_seconds=TIMEOUT)
-    elapsed = time.monotonic() - started
-    assert EXPECTED[mode] in str(caught.value)
-    assert elapsed < TIMEOUT + DEADLINE_MARGIN + 1.0, elapsed
-    if mode in LATE:
-        assert caught.value.status_code is None  # no answer: the daemon could not be asked
-        assert elapsed >= TIMEOUT + DEADLINE_MARGIN - 0.5  # it waited as long as it said it would
-    else:
-        assert caught.value.status_code is not None and caught.value.status_code < 400
+    return caught.value, time.monotonic() - started
 
 
-def test_a_call_with_a_deadline_ends_there_however_the_answer_trickles(odd: OddDaemon) -> None:
-    # The deadline holds on the socket: a byte every 0.2 s never trips a per-read timeout.
-    with ConfirmClient(odd.url("trickle"), "agent-token", timeout=30) as client:
-        started = time.monotonic()
-        with pytest.raises(ConfirmError, match="did not answer in time"):
-            client.submit("deploy_production", "Deploy v2", deadline=started + 1.0)
-        assert time.monotonic() - started < 2.0
-        with pytest.raises(ConfirmError, match="did not answer in time"):
-            client.get("cr_mine", wait=0.5, deadline=time.monotonic() + 1.0)
-
-
-@pytest.mark.parametrize("mode", ODD_ANSWERS)
-def test_the_agent_loop_is_never_approved_by_an_odd_answer(
-    odd: OddDaemon, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, mode: str
-) -> None:
-    monkeypatch.setenv("KINDLING_CONFIRM_URL", odd.url(mode))
-    monkeypatch.setenv("KINDLING_CONFIRM_TOKEN", "agent-token")
+def agent_answer(fake_openai: FakeOpenAI) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """kindling's agent loop asking through the request_confirmation tool (KINDLING_CONFIRM_URL set by
+    the caller): the tool's answer, the tool message the model then read, and how long it took."""
     fake_openai.script = [
         tool_call(
             "request_confirmation",
@@ -96,18 +79,13 @@ def test_the_agent_loop_is_never_approved_by_an_odd_answer(
         runtime=Runtime(model="fake-model", base_url=fake_openai.base_url, max_retries=0),
         tools=ToolRegistry.of(kindling_tools()),
     )
-    assert result.ok and time.monotonic() - started < TIMEOUT + DEADLINE_MARGIN + 2.0
-    answer = json.loads(result.messages[2]["content"])
-    assert answer["success"] is False and answer["approved"] is False
-    assert EXPECTED[mode] in answer["error"]
-    assert answer["message"] == "Do not perform 'deploy_production': it was not approved."
-    # The model read the refusal as the result of its call.
-    sent = fake_openai.chat_requests()[1]["messages"][-1]
-    assert sent["role"] == "tool" and json.loads(sent["content"]) == answer
+    elapsed = time.monotonic() - started
+    assert result.ok, result.error
+    return json.loads(result.messages[2]["content"]), fake_openai.chat_requests()[1]["messages"][-1], elapsed
 
 
-@pytest.mark.parametrize("mode", ODD_ANSWERS)
-def test_the_mcp_tool_is_never_approved_by_an_odd_answer(odd: OddDaemon, mode: str) -> None:
+def mcp_result(odd: OddDaemon, mode: str) -> tuple[Any, float]:
+    """The MCP tool's result through the official SDK client against ``mode``, and how long it took."""
     settings = McpSettings(confirm_url=odd.url(mode), confirm_token="agent-token", progress_interval=0.5)
 
     async def main() -> Any:
@@ -119,11 +97,80 @@ def test_the_mcp_tool_is_never_approved_by_an_odd_answer(odd: OddDaemon, mode: s
 
     started = time.monotonic()
     result = anyio.run(main)
-    assert time.monotonic() - started < TIMEOUT + DEADLINE_MARGIN + 2.0
+    return result, time.monotonic() - started
+
+
+def check_agent(mode: str, answer: dict[str, Any], sent: dict[str, Any]) -> None:
+    assert answer["success"] is False and answer["approved"] is False
+    assert EXPECTED[mode] in answer["error"]
+    assert answer["message"] == "Do not perform 'deploy_production': it was not approved."
+    # The model read the refusal as the result of its call.
+    assert sent["role"] == "tool" and json.loads(sent["content"]) == answer
+
+
+def check_mcp(mode: str, result: Any) -> None:
     assert result.is_error
     message = result.content[0].text
     assert message.startswith("Not approved: do not perform 'deploy_production'. "), message
     assert EXPECTED[mode] in message and "\n" not in message
+
+
+@pytest.mark.parametrize("mode", FAST)
+def test_the_client_refuses_every_odd_answer(odd: OddDaemon, mode: str) -> None:
+    error, elapsed = client_refusal(odd, mode)
+    assert EXPECTED[mode] in str(error) and elapsed < TIMEOUT + DEADLINE_MARGIN
+    assert error.status_code is not None and error.status_code < 400  # an answer came, not trusted
+
+
+def test_a_call_with_a_deadline_ends_there_however_the_answer_trickles(odd: OddDaemon) -> None:
+    # The deadline holds on the socket: a byte every 0.2 s never trips a per-read timeout.
+    with ConfirmClient(odd.url("trickle"), "agent-token", timeout=30) as client:
+        started = time.monotonic()
+        with pytest.raises(ConfirmError, match="did not answer in time"):
+            client.submit("deploy_production", "Deploy v2", deadline=started + 1.0)
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(ConfirmError, match="did not answer in time"):
+            client.get("cr_mine", wait=0.5, deadline=time.monotonic() + 1.0)
+
+
+@pytest.mark.parametrize("mode", [m for m in ODD_ANSWERS if m not in LATE])
+def test_the_agent_loop_is_never_approved_by_an_odd_answer(
+    odd: OddDaemon, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setenv("KINDLING_CONFIRM_URL", odd.url(mode))
+    monkeypatch.setenv("KINDLING_CONFIRM_TOKEN", "agent-token")
+    answer, sent, _elapsed = agent_answer(fake_openai)
+    check_agent(mode, answer, sent)
+
+
+@pytest.mark.parametrize("mode", [m for m in ODD_ANSWERS if m not in LATE])
+def test_the_mcp_tool_is_never_approved_by_an_odd_answer(odd: OddDaemon, mode: str) -> None:
+    result, _elapsed = mcp_result(odd, mode)
+    check_mcp(mode, result)
+
+
+def test_a_late_daemon_is_given_up_on_by_the_deadline_everywhere(
+    odd: OddDaemon, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A daemon that answers 30 s late, or a byte at a time: the client, the agent loop and the MCP
+    # tool each give up by the request's timeout plus the margin (run side by side: each waits).
+    monkeypatch.setenv("KINDLING_CONFIRM_URL", odd.url("slow"))
+    monkeypatch.setenv("KINDLING_CONFIRM_TOKEN", "agent-token")
+    with ThreadPoolExecutor(4) as pool:
+        late = {mode: pool.submit(client_refusal, odd, mode) for mode in LATE}
+        agent = pool.submit(agent_answer, fake_openai)
+        mcp = pool.submit(mcp_result, odd, "slow")
+        bound = TIMEOUT + DEADLINE_MARGIN
+        for mode, future in late.items():
+            error, elapsed = future.result()
+            assert EXPECTED[mode] in str(error) and error.status_code is None  # no answer came
+            assert bound - 0.5 <= elapsed < bound + 1.0, (mode, elapsed)  # waited as long as it said
+        answer, sent, elapsed = agent.result()
+        check_agent("slow", answer, sent)
+        assert elapsed < bound + 2.0
+        result, elapsed = mcp.result()
+        check_mcp("slow", result)
+        assert elapsed < bound + 2.0
 
 
 HERMES_CHECKS = """
