@@ -90,6 +90,10 @@ _INSTRUCTIONS = tuple(
 INSTRUCTION_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (regex, why) for regex, why, _ in _INSTRUCTIONS
 )
+# Any rule's first words, searched once: most texts hold none, and are done with in one search.
+_FIRST_WORDS = re.compile(
+    "|".join(sorted({re.escape(word) for _p, _w, words in _INSTRUCTION_RULES for word in words[0]}))
+)
 
 # Promptware and command-and-control vocabulary.
 PROMPTWARE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -166,6 +170,8 @@ def instruction_in(text: str) -> str | None:
         return None
     folded = fold(text)
     lower = folded.lower()
+    if _FIRST_WORDS.search(lower) is None:
+        return None
     for regex, why, words in _INSTRUCTIONS:
         if all(any(word in lower for word in group) for group in words) and regex.search(folded):
             return why

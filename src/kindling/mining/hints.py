@@ -65,9 +65,27 @@ def compile_hint(spec: tuple[str, Any]) -> HintCheck:
             any(word in lower for word in words) if lower is not None else folded(text) is not None
         )
     if kind == "match":
-        search = re.compile(value).search
-        return lambda text, _lower: search(text) is not None
+        lazy = LazyPattern(value)
+        return lambda text, _lower: lazy.regex.search(text) is not None
     raise ValueError(f"unknown hint kind {kind!r}")
+
+
+class LazyPattern:
+    """A regular expression compiled on its first use: most kept texts never need most patterns,
+    and compiling them all costs more than scrubbing a few examples."""
+
+    __slots__ = ("_regex", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._regex: re.Pattern[str] | None = None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled expression. Raises re.error for an invalid pattern."""
+        if self._regex is None:
+            self._regex = re.compile(self.pattern)
+        return self._regex
 
 
 def hint_for(pattern: str) -> HintCheck | None:

@@ -401,10 +401,11 @@ def _example(key: tuple[str, bytes], slot: list[Any], redactor: SecretRedactor |
     count, last_seen, _seq, result, context, session_id, source, position, raw = slot[:9]
     arguments: dict[str, Any] = {} if canonical.startswith(b"raw:") else orjson.loads(canonical)
     if redactor is not None:
-        arguments = redactor.value(arguments)
-        result = redactor.text(result)
-        context = redactor.text(context)
-        raw = redactor.text(raw) if raw is not None else None
+        scoped = redactor.scoped([result, context, raw or "", *_strings(arguments)])
+        arguments = scoped.value(arguments)
+        result = scoped.text(result)
+        context = scoped.text(context)
+        raw = scoped.text(raw) if raw is not None else None
     return Example(
         tool_name=tool,
         arguments=arguments,

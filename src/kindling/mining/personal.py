@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
-from kindling.mining.hints import HintCheck, check_for, hint_for, lowered
+from kindling.mining.hints import HintCheck, LazyPattern, check_for, hint_for, lowered
 
 __all__ = ["CONTENT_FIELDS", "PersonalDataScrubber", "normalize_key"]
 
@@ -103,14 +103,13 @@ class PersonalDataScrubber:
         self._regexes = tuple(
             (
                 kind,
-                regex,
-                "value" in regex.groupindex,
+                LazyPattern(pattern),
+                "(?P<value>" in pattern,
                 hint_for(pattern),
                 _CHECKS.get(check_for(pattern) or ""),
             )
             for kind, items in self.patterns.items()
             for pattern in items
-            for regex in (re.compile(pattern),)
         )
         self._key_cache: dict[str, str | None] = {}
 
@@ -321,14 +320,14 @@ class Placeholders:
             return
         lower = lowered(text)
         asked: dict[HintCheck, bool] = {}  # patterns share hints: each is asked once per text
-        for kind, regex, has_group, hint, check in self._scrubber._regexes:
+        for kind, lazy, has_group, hint, check in self._scrubber._regexes:
             if hint is not None:
                 allowed = asked.get(hint)
                 if allowed is None:
                     allowed = asked[hint] = hint(text, lower)
                 if not allowed:
                     continue  # the pattern cannot match here (kindling.mining.hints)
-            for match in regex.finditer(text):
+            for match in lazy.regex.finditer(text):
                 found = match.group("value") if has_group else match.group(0)
                 if not found or (kind == "card_number" and not _card_ok(found)):
                     continue

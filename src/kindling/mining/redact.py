@@ -12,12 +12,13 @@ detect-secrets' plugins (``kindling.mining.detectors``).
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kindling.mining.detectors import library_patterns, may_hold_library_secret
-from kindling.mining.hints import HintCheck, hint_for, lowered
+from kindling.mining.hints import HintCheck, LazyPattern, hint_for, lowered
 
 REDACTED = "[REDACTED]"
 
@@ -38,26 +39,38 @@ class SecretRedactor:
         # (expression, replacement, hint or None): a text without a pattern's hint is not scanned.
         self._regexes = tuple(
             (
-                regex,
-                _keep_around_secret if "secret" in regex.groupindex else REDACTED,
+                LazyPattern(pattern),
+                _keep_around_secret if "(?P<secret>" in pattern else REDACTED,
                 hint_for(pattern),
             )
             for pattern in self.patterns
-            for regex in (re.compile(pattern),)
         )
+
+    def scoped(self, texts: Iterable[str]) -> SecretRedactor:
+        """Return this redactor limited to the patterns whose hints at least one of ``texts`` holds.
+
+        Redacting an example's texts through it asks each hint once per example instead of once
+        per text; the result is the same for those texts.
+        """
+        joined = "\n".join(texts)
+        lower = lowered(joined)
+        view = copy.copy(self)
+        view._regexes = tuple(entry for entry in self._regexes if entry[2] is None or entry[2](joined, lower))
+        view.library = self.library and may_hold_library_secret(joined, lower)
+        return view
 
     def text(self, value: str) -> str:
         """Return ``value`` with every secret the patterns find replaced."""
         lower = lowered(value)
         asked: dict[HintCheck, bool] = {}  # patterns share hints: each is asked once per text
-        for regex, replacement, hint in self._regexes:
+        for lazy, replacement, hint in self._regexes:
             if hint is not None:
                 allowed = asked.get(hint)
                 if allowed is None:
                     allowed = asked[hint] = hint(value, lower)
                 if not allowed:
                     continue  # the pattern cannot match here (kindling.mining.hints)
-            replaced = regex.sub(replacement, value)
+            replaced = lazy.regex.sub(replacement, value)
             if replaced != value:
                 value = replaced
                 lower = lowered(value)
