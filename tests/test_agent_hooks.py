@@ -116,6 +116,9 @@ def test_a_dangerous_command_waits_for_a_human(daemon: tuple[str, Tokens], verdi
         (request,) = client.list_requests()
     assert request["details"]["command"] == "rm -rf build/" and request["details"]["cwd"] == "/home/me/app"
     assert request["details"]["platform"] == "claude-code" and request["session_key"] == "abc123"
+    # Named for the agent that asks, and marked high-risk so no whitelist rule can approve it.
+    assert request["action"] == "claude-code.Bash" and request["description"].startswith("Claude Code wants")
+    assert request["details"]["risk"] == "high"
 
 
 def test_nobody_deciding_in_time_denies(daemon: tuple[str, Tokens]) -> None:

@@ -152,6 +152,15 @@ def test_whitelist_auto_approves_but_never_high_risk(
         )
     for action in sorted(store.settings.high_risk):
         assert submit(client, tokens.agent, action).status_code == 202, action
+    # An action off the list that the asking agent marked high-risk (its danger check flagged the
+    # command) is not auto-approved either; unmarked, the same action is.
+    marked = client.post(
+        "/confirm",
+        json={"action": "read_logs", "description": "rm -rf /", "details": {"risk": "high"}},
+        headers=auth(tokens.agent),
+    )
+    assert marked.status_code == 202 and marked.json()["status"] == "pending"
+    assert submit(client, tokens.agent, "read_logs").json()["status"] == "auto_approved"
     rules = client.get("/whitelist", headers=h).json()["rules"]
     assert {r["action"] for r in rules} == {"read_*", "restart_worker", "*"}
     assert client.delete(f"/whitelist/{rules[0]['id']}", headers=h).status_code == 200

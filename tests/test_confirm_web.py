@@ -370,6 +370,12 @@ def test_cards_keep_everything_inside_and_mark_high_risk(
         expect(marked.locator(".risk-badge")).to_have_text(re.compile("high risk", re.IGNORECASE))
         expect(marked.locator(".risk-note")).to_be_visible()
         assert page.locator(f"#req-{plain['id']} .risk-badge").count() == 0
+        # A request the asking agent marked high-risk (an approval hook's flagged command) is marked too.
+        hooked = _submit(
+            base, tokens.agent, "hermes.terminal", {"command": "rm -rf /srv/data", "risk": "high"}
+        )
+        page.reload()
+        expect(page.locator(f"#req-{hooked['id']}")).to_have_attribute("data-risk", "high")
         # And the page as a whole never scrolls sideways.
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     finally:

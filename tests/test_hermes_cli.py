@@ -260,7 +260,10 @@ def test_register_uses_newer_hermes_apis_when_present(
     assert "llm_request" not in ctx.middleware  # warm: false from ctx.get_config()
     assert sorted(ctx.tools) == [("request_confirmation", "kindling"), ("warm_session", "kindling")]
     hook = ctx.hooks["pre_tool_call"][0]
-    assert hook.gate.timeout == 28  # kept inside Hermes's own hook limit, with room to answer
+    # Kept inside Hermes's own hook limit with the deadline's margin and room to answer.
+    from kindling.confirm.client import DEADLINE_MARGIN
+
+    assert hook.gate.timeout == 23 and hook.gate.timeout + DEADLINE_MARGIN < 30
     assert "past Hermes's hook limit" in caplog.text
     present = ctx.transports["kindling"]
     assert present(command="rm -rf /srv/data", description="recursive delete", session_key="s1") == "deny"

@@ -216,22 +216,3 @@ def test_a_missing_hermes_environment_fails_the_test_with_the_reason(
     monkeypatch.setattr(hermes_env, "VENV", broken)
     with pytest.raises(pytest.fail.Exception, match=r"does not hold hermes-agent 0\.19\.0"):
         hermes_env.hermes_venv()
-
-
-def test_inside_hermes_the_gate_uses_hermes_own_danger_check(isolated_homes: Path) -> None:
-    # `find -delete` is flagged by Hermes's detect_dangerous_command but not by kindling's fallback
-    # patterns, so this shows which one decided: Hermes's inside Hermes, kindling's outside.
-    from kindling.integrations.hermes_approval import detect_dangerous
-
-    command = 'find . -name "*.log" -delete'
-    assert detect_dangerous(command) is None
-    verdict = run_in_hermes(
-        f"""
-        import json
-        import hermes_cli.plugins  # a Hermes process, as when Hermes loads the plugin
-        from kindling.integrations.hermes_approval import detect_dangerous
-        print(json.dumps(detect_dangerous({command!r})))
-        """,
-        isolated_homes / "hermes",
-    )
-    assert verdict == "find -delete"

@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 
-from kindling.mining.config import DEFAULT_PATTERN_HINTS, DEFAULT_PERSONAL_PATTERNS, DEFAULT_SECRET_PATTERNS
 from kindling.mining.hints import compile_hint, hint_for, lowered
 from kindling.mining.passes import truncate
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
+from kindling.mining.scrub_patterns import (
+    DEFAULT_PATTERN_HINTS,
+    DEFAULT_PERSONAL_PATTERNS,
+    DEFAULT_SECRET_PATTERNS,
+)
 from kindling.sessions import iter_sessions
 
 TRAJECTORIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
@@ -56,6 +60,38 @@ MATCHING = [
     "Authorization: Bearer abcdefghijklmnop1234",
     "postgresql://hermes:hunter22@db/hermes",
     "API_KEY=\"abcd1234efgh\" password='s3cret-pass' token: abcdef123456 PWD=qwerty1234",
+    "Server=db;User Id=sa;Password=abc;Database=shop",
+    "mysql -u root -pS3cretPassw0rd! shop; mysqldump -p'x y' db",
+    "psql --password=hunter2; vault login --token s.abc; --client-secret 'c s'",
+    "sshpass -p hunter2 ssh me@host",
+    "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "curl -u admin:supersecret https://api.example.com",
+    "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+    "https://discord.com/api/webhooks/123456789012345678/abcDEFghiJKLmnoPQRstuVWXyz0123456789",
+    "https://acme.webhook.office.com/webhookb2/abc-123@def/IncomingWebhook/0a1b2c/3d4e",
+    "https://hooks.zapier.com/hooks/catch/123456/abcdef/",
+    "https://maker.ifttt.com/trigger/door/with/key/bFgH1234abcdXYZ",
+    "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage",
+    "https://example.com/f?token=abcdef123456&X-Amz-Signature=0123456789abcdef",
+    "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=abc123def456=",
+    "VAULT_TOKEN=hvs.CAESIJlU4abcdefghijklmnopqrstuvwxyz0123",
+    "dop_v1_" + "a" * 64,
+    "HF_TOKEN hf_abcdefghijklmnopqrstuvwxyzABCDEF",
+    "Authorization: ya29.a0AfH6SMBabcdefghijklmnop",
+    "stripe sk_test_abcdefghijklmnop1234 rk_live_abcdefghijklmnop",
+    "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+    "glpat-abcdefghijklmnopqrst",
+    "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "call +14155550134 or +442079460958",
+    "mobile: 4155550134, phone number is (415) 555 0134, sms 07700900123",
+    "SSN 123-45-6789, social security number is 987 65 4321",
+    "IBAN GB82 WEST 1234 5698 7654 32 and DE89370400440532013000",
+    "CUST-884422 cust_884423 client#55012 patient-1234567 sub_77221",
+    "usr-55021 user_884422 EMP-10293",
+    "ACCT-99812 loan_5512345 POL-7712345",
+    "ORD-1029384 inv_55123 txn-9981234",
+    "RES-5512345 booking_88123 bk-771234",
+    "cus_NffrFeUfNV2Hib acct_1a2B3c4D5e6F",
     # Unicode case folding: a non-ASCII letter matches an ASCII one under IGNORECASE.
     "pa\u017f\u017fword=abcdef123456 (\u017f is a long s)",
     "\u212aey: the Kelvin sign, and Order\u00a0ID is W1234567",

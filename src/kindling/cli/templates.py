@@ -300,6 +300,17 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
+        filtered = result.mining.filtered
+        dropped = filtered.get("prompt_injection", 0) + filtered.get("after_prompt_injection", 0)
+        dropped_tasks = filtered.get("prompt_injection_episodes", 0)
+        if dropped or dropped_tasks:
+            console.print(
+                f"Dropped {dropped:,} examples and {dropped_tasks:,} past tasks whose request, arguments "
+                "or results give the agent instructions (prompt injection), or that came after such a "
+                "result in its session.",
+                markup=False,
+                highlight=False,
+            )
 
     templates_app = typer.Typer(
         help="List, show, delete, export and import templates, and show where they are stored.\n\n"

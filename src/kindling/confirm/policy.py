@@ -249,6 +249,15 @@ def is_high_risk(action: str, high_risk: Iterable[str]) -> bool:
     return fold_action(action) in _folded(frozenset(high_risk))
 
 
+def marked_high_risk(action: str, details: Any, high_risk: Iterable[str]) -> bool:
+    """True when the request is high-risk: its action is in the high-risk set, or the agent that asked
+    marked it so (``details["risk"] == "high"``, as kindling's approval hooks do for a command their
+    danger check flagged). An agent can only raise a request's risk this way, never lower it."""
+    if isinstance(details, dict) and details.get("risk") == "high":
+        return True
+    return is_high_risk(action, high_risk)
+
+
 @lru_cache(maxsize=64)
 def _folded(actions: frozenset[str]) -> frozenset[str]:
     # The high-risk set comes from the settings: folded once, not on every submit.

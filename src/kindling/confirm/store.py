@@ -340,7 +340,7 @@ class ConfirmationStore:
                 return SubmitOutcome("rate_limited", None, retry_after=retry, limit="token")
             rule = (
                 None
-                if policy.is_high_risk(action, s.high_risk)
+                if policy.marked_high_risk(action, details, s.high_risk)
                 else self._matching_rule(conn, action, session_key)
             )
             status = "auto_approved" if rule else "pending"

@@ -116,6 +116,7 @@ def pre_tool_use(payload: dict[str, Any], agent: str) -> dict[str, Any]:
         timeout=_env_number("KINDLING_HOOK_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT),
         fail_closed=True,
         terminal_tools=(_SHELL_TOOL,),
+        agent=agent,
     )
     cwd = payload.get("cwd")
     details = (

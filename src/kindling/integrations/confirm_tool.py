@@ -3,7 +3,9 @@
 The handler reads the daemon's address and the agent's token from ``KINDLING_CONFIRM_URL``
 (default http://127.0.0.1:6000) and ``KINDLING_CONFIRM_TOKEN``, blocks until a human decides,
 and returns JSON the model reads: ``{"success": true, "approved": ..., "status": ...}``, or
-``{"success": false, "error": ...}`` when the daemon cannot be asked. It never raises.
+``{"success": false, "approved": false, "error": ..., "message": "Do not perform ..."}`` when the
+daemon cannot be asked or its answer is not a well-formed record of the request submitted (see
+``kindling.confirm.client``). It never raises: whatever goes wrong, the answer is "not approved".
 """
 
 from __future__ import annotations
@@ -45,22 +47,20 @@ def request_confirmation(args: dict[str, Any], *, url: str | None = None, token:
     from kindling.confirm.client import DEFAULT_URL, ConfirmClient
 
     if not isinstance(args, dict):
-        return json.dumps({"success": False, "error": "arguments must be a JSON object."})
+        return _not_approved("arguments must be a JSON object.")
     action = args.get("action")
     description = args.get("description")
     if not isinstance(action, str) or not action.strip():
-        return json.dumps({"success": False, "error": "action is required (a short machine name)."})
+        return _not_approved("action is required (a short machine name).")
     if not isinstance(description, str) or not description.strip():
-        return json.dumps({"success": False, "error": "description is required."})
+        return _not_approved("description is required.")
     timeout = args.get("timeout_seconds")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int)):
-        return json.dumps({"success": False, "error": "timeout_seconds must be a whole number."})
+        return _not_approved("timeout_seconds must be a whole number.")
     url = url or os.environ.get("KINDLING_CONFIRM_URL") or DEFAULT_URL
     token = token or os.environ.get("KINDLING_CONFIRM_TOKEN", "")
     if not token:
-        return json.dumps(
-            {"success": False, "error": "KINDLING_CONFIRM_TOKEN is not set; cannot ask a human."}
-        )
+        return _not_approved("KINDLING_CONFIRM_TOKEN is not set; cannot ask a human.", action)
     try:
         with ConfirmClient(url, token) as client:
             decision = client.request_confirmation(
@@ -70,8 +70,9 @@ def request_confirmation(args: dict[str, Any], *, url: str | None = None, token:
                 session_key=args.get("session_key") if isinstance(args.get("session_key"), str) else None,
                 timeout_seconds=timeout,
             )
-    except KindlingError as exc:
-        return json.dumps({"success": False, "approved": False, "error": str(exc)})
+    except Exception as exc:  # anything at all: the action is not approved
+        error = str(exc) if isinstance(exc, KindlingError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+        return _not_approved(error, action)
     result = {
         "success": True,
         "approved": decision.approved,
@@ -82,4 +83,11 @@ def request_confirmation(args: dict[str, Any], *, url: str | None = None, token:
     }
     if not decision.approved:
         result["message"] = f"Do not perform {action!r}: the request was {decision.status}."
+    return json.dumps(result)
+
+
+def _not_approved(error: str, action: str | None = None) -> str:
+    result: dict[str, Any] = {"success": False, "approved": False, "error": error}
+    if action:
+        result["message"] = f"Do not perform {action.strip()!r}: it was not approved."
     return json.dumps(result)

@@ -48,8 +48,9 @@ TOOLSET = "kindling"
 CHAT_API_MODES = frozenset({"chat_completions", ""})
 ANTHROPIC_API_MODE = "anthropic_messages"
 APPROVAL_TRANSPORT = "kindling"
-# Hermes's own hook limit (newer releases) must outlast the approval wait; keep this much spare.
-_HOOK_MARGIN_SECONDS = 2.0
+# Hermes's own hook limit (newer releases) must outlast the approval check, which may take the
+# approval timeout plus kindling.confirm.client.DEADLINE_MARGIN (5 s); keep 2 s more spare.
+_HOOK_MARGIN_SECONDS = 7.0
 
 
 def load_settings(ctx: Any = None) -> PluginSettings:

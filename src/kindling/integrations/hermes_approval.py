@@ -1,56 +1,34 @@
 """Approvals for Hermes tool calls: ask the confirmation daemon before a dangerous command runs.
 
 :class:`ApprovalGate` decides whether a call needs a human (a terminal command Hermes's own
-``detect_dangerous_command`` flags, or kindling's patterns when Hermes's is not importable; any
-configured high-risk tool), submits it to the daemon with the command, working directory, session
-and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
-call run, ``{"action": "block", "message": ...}`` vetoes it. A deny carries the approver's reason;
-a timeout, or a daemon that cannot be asked, blocks (unless ``fail_closed`` is off).
+``detect_dangerous_command`` flags, or ``kindling.integrations.dangerous`` when Hermes's is not
+importable; any configured high-risk tool), submits it to the daemon with the command, working
+directory, session and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
+call run, ``{"action": "block", "message": ...}`` vetoes it. A deny carries the approver's reason.
+
+It fails closed: only a well-formed answer about the request it submitted, with an approving
+status, lets the call run. A timeout, or a daemon that cannot be asked (nothing answers, an error
+status), blocks unless ``fail_closed`` is off; an answer that cannot be trusted (a redirect, a body
+that is not a request record, another request's id, an unknown status) and any exception block
+always. One deadline, the approval timeout plus ``DEADLINE_MARGIN`` seconds, bounds the whole
+check, retries and every read included.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kindling.errors import ConfirmError
+from kindling.integrations.dangerous import dangerous_command
 
 __all__ = ["ApprovalGate", "Verdict", "detect_dangerous"]
 
 logger = logging.getLogger("kindling.hermes")
-
-# Used only when Hermes's own detector cannot be imported (another agent, an old Hermes). Each is a
-# command that destroys data, hands over the machine, or cannot be taken back.
-_FALLBACK_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), description)
-    for pattern, description in (
-        (r"\brm\s+(?:-[a-z]*\s+)*-[a-z]*[rf][a-z]*\b", "recursive or forced delete"),
-        (r"\bmkfs(?:\.\w+)?\b|\bdd\s+[^\n]*\bof=/dev/", "overwrites a disk"),
-        (r">\s*/dev/(?:sd|nvme|hd)\w*", "overwrites a disk"),
-        (r"\bchmod\s+(?:-[a-z]*\s+)*(?:-R\s+)?0?777\b|\bchown\s+-R\b", "opens permissions recursively"),
-        (r"\b(?:curl|wget)\b[^\n|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b", "runs a script from the network"),
-        (
-            r"\bgit\s+(?:push\s+[^\n]*(?:--force|-f)\b|reset\s+--hard|clean\s+-[a-z]*f)",
-            "rewrites git history",
-        ),
-        (
-            r"\b(?:drop|truncate)\s+(?:table|database)\b|\bdelete\s+from\s+\w+\s*(?:;|$)",
-            "destroys database rows",
-        ),
-        (
-            r"\b(?:shutdown|reboot|halt|poweroff)\b|\bsystemctl\s+(?:stop|disable)\b",
-            "stops the machine or a service",
-        ),
-        (r"\bkill\s+-9\s+-1\b|\bkillall\b|\bpkill\b", "kills processes"),
-        (r":\(\)\s*\{\s*:\|:&\s*\};:", "fork bomb"),
-        (r"\bsudo\b", "runs as root"),
-    )
-)
 
 
 def _hermes_detector() -> Callable[[str], tuple[Any, ...]] | None:
@@ -76,10 +54,7 @@ def detect_dangerous(command: str) -> str | None:
             logger.warning("kindling: Hermes's detect_dangerous_command failed (%s); using kindling's.", exc)
         else:
             return str(description or key or "dangerous command") if flagged else None
-    for pattern, description in _FALLBACK_PATTERNS:
-        if pattern.search(command):
-            return description
-    return None
+    return dangerous_command(command)
 
 
 @dataclass(frozen=True)
@@ -87,13 +62,16 @@ class Verdict:
     """The gate's answer for one call: allowed or not, and the message Hermes shows the model."""
 
     allowed: bool
-    status: str  # not_gated, approved, auto_approved, denied, expired, timeout, unreachable
+    status: str  # not_gated, approved, auto_approved, denied, expired, timeout, unreachable, untrusted, error
     message: str = ""
     request_id: str | None = None
 
     def as_hook_result(self) -> dict[str, str] | None:
         """Return Hermes's ``pre_tool_call`` answer: None to run, a block directive otherwise."""
         return None if self.allowed else {"action": "block", "message": self.message}
+
+
+_AGENT_LABELS = {"hermes": "Hermes", "claude-code": "Claude Code", "codex": "Codex"}
 
 
 class ApprovalGate:
@@ -108,7 +86,9 @@ class ApprovalGate:
         fail_closed: bool = True,
         terminal_tools: tuple[str, ...] = ("terminal",),
         high_risk_tools: tuple[str, ...] = (),
+        agent: str = "hermes",
     ) -> None:
+        self.agent = agent
         self.url = url
         self.token = token
         self.timeout = timeout
@@ -129,47 +109,76 @@ class ApprovalGate:
     def check(
         self, tool_name: str, args: dict[str, Any], *, session_id: str = "", platform: str = ""
     ) -> Verdict:
-        """Ask the daemon when the call needs a human; return the Verdict (never raises)."""
-        reason = self.reason_to_ask(tool_name, args)
-        if reason is None:
-            return Verdict(True, "not_gated")
-        command = args.get("command") if isinstance(args.get("command"), str) else None
-        cwd = args.get("workdir") if isinstance(args.get("workdir"), str) else None
-        cwd = cwd or os.environ.get("TERMINAL_CWD") or os.getcwd()
-        what = f"`{command}`" if command else f"{tool_name}({_short(args)})"
-        details = {
-            "tool": tool_name,
-            "command": command,
-            "arguments": None if command else args,
-            "cwd": cwd,
-            "session_id": session_id,
-            "platform": platform or "unknown",
-            "why": reason,
-        }
-        return self._ask(tool_name, f"Hermes wants to run {what} in {cwd} ({reason}).", details, session_id)
+        """Ask the daemon when the call needs a human; return the Verdict (never raises).
+
+        Anything that goes wrong on the way, even a bug, blocks the call.
+        """
+        try:
+            reason = self.reason_to_ask(tool_name, args)
+            if reason is None:
+                return Verdict(True, "not_gated")
+            command = args.get("command") if isinstance(args.get("command"), str) else None
+            cwd = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+            cwd = cwd or os.environ.get("TERMINAL_CWD") or os.getcwd()
+            what = f"`{command}`" if command else f"{tool_name}({_short(args)})"
+            details = {
+                "tool": tool_name,
+                "command": command,
+                "arguments": None if command else args,
+                "cwd": cwd,
+                "session_id": session_id,
+                "platform": platform or "unknown",
+                "why": reason,
+                # Every call asked about is dangerous or high-risk by configuration: the daemon marks
+                # it on the approval page and never lets a whitelist rule approve it.
+                "risk": "high",
+            }
+            label = _AGENT_LABELS.get(self.agent, self.agent)
+            description = f"{label} wants to run {what} in {cwd} ({reason})."
+        except Exception as exc:
+            return _failed(tool_name, exc)
+        return self._ask(tool_name, description, details, session_id)
 
     def _ask(self, tool_name: str, description: str, details: dict[str, Any], session_id: str) -> Verdict:
-        from kindling.confirm.client import ConfirmClient  # imported on first use: Hermes starts faster
+        """Submit the call and wait for the decision; return the Verdict (never raises).
 
-        if not self.token:
-            return self._unreachable("no agent token is set (confirm_token / KINDLING_CONFIRM_TOKEN)")
-        deadline = time.monotonic() + self.timeout
+        The whole of it, retries and every read included, ends by ``timeout`` plus
+        ``DEADLINE_MARGIN`` seconds. Only an answer about the request submitted here, well formed,
+        with an approving status, lets the call run.
+        """
         try:
+            from kindling.confirm.client import DEADLINE_MARGIN, ConfirmClient
+
+            if not self.token:
+                return self._unreachable("no agent token is set (confirm_token / KINDLING_CONFIRM_TOKEN)")
+            until = time.monotonic() + self.timeout
+            deadline = until + DEADLINE_MARGIN
             with ConfirmClient(self.url, self.token, timeout=min(10.0, self.timeout)) as client:
-                submitted = client.submit(
-                    f"hermes.{tool_name}",
+                record = client.submit(
+                    f"{self.agent}.{tool_name}",
                     description,
                     details,
-                    requester=f"hermes:{details.get('platform') or 'unknown'}",
+                    requester=f"{self.agent}:{details.get('platform') or 'unknown'}",
                     session_key=session_id or None,
                     timeout_seconds=max(1, int(self.timeout)),
+                    deadline=deadline,
                 )
-                record = submitted
-                if submitted.get("status") == "pending":
-                    record = client.wait(str(submitted["id"]), max(0.0, deadline - time.monotonic()))
+                if record["status"] == "pending":
+                    record = client.wait(record["id"], until - time.monotonic(), deadline=deadline)
         except ConfirmError as exc:
-            return self._unreachable(str(exc))
-        status = str(record.get("status"))
+            if exc.status_code is not None and exc.status_code < 400:
+                # An answer came, but not one that can be trusted (a redirect, not a record of
+                # this request): blocked whatever fail_closed says.
+                return Verdict(
+                    False, "untrusted", f"BLOCKED by kindling: the approval answer cannot be trusted ({exc})"
+                )
+            return self._unreachable(str(exc).rstrip("."))
+        except Exception as exc:
+            return _failed(tool_name, exc)
+        return self._verdict(tool_name, record)
+
+    def _verdict(self, tool_name: str, record: dict[str, Any]) -> Verdict:
+        status = str(record["status"])
         request_id = record.get("id")
         if status in ("approved", "auto_approved"):
             return Verdict(True, status, request_id=request_id)
@@ -177,7 +186,8 @@ class ApprovalGate:
         why = f": {record['reason']}" if record.get("reason") else "."
         if status == "denied":
             message = f"BLOCKED by kindling: {who} denied this {tool_name} call{why} Do not retry it."
-        elif status == "pending":
+        elif status in ("pending", "expired"):
+            # Still waiting at the deadline, or expired by the daemon's sweeper first: nobody decided.
             status = "timeout"
             message = (
                 f"BLOCKED by kindling: nobody approved this {tool_name} call within {self.timeout:g}s. "
@@ -198,6 +208,15 @@ class ApprovalGate:
             "unreachable",
             f"BLOCKED by kindling: approval is required but could not be asked ({problem}).",
         )
+
+
+def _failed(tool_name: str, exc: Exception) -> Verdict:
+    logger.exception("kindling: the approval check of a %s call failed; blocking it.", tool_name)
+    return Verdict(
+        False,
+        "error",
+        f"BLOCKED by kindling: the approval check failed ({type(exc).__name__}: {str(exc)[:200]}).",
+    )
 
 
 def _short(args: dict[str, Any], limit: int = 200) -> str:

@@ -236,7 +236,18 @@ def _confirm_client(settings: McpSettings) -> Any:
 
 
 async def _request_confirmation(ctx: Any, args: ConfirmationArgs, settings: McpSettings) -> _Output:
+    """Ask the daemon and wait for the human; return the decision.
+
+    Raises ToolCallError, which tells the model not to go ahead, for anything but a well-formed
+    answer about the request submitted here (the daemon unreachable or refusing, a redirect, a body
+    that is not this request's record) and when the deadline (the request's timeout plus
+    ``DEADLINE_MARGIN`` seconds) passes without one.
+    """
+    from kindling.confirm.client import DEADLINE_MARGIN
+
     client = _confirm_client(settings)
+    started = time.monotonic()
+    timeout = args.timeout_seconds
     try:
         submitted = await anyio.to_thread.run_sync(
             partial(
@@ -245,15 +256,23 @@ async def _request_confirmation(ctx: Any, args: ConfirmationArgs, settings: McpS
                 args.description,
                 args.details,
                 session_key=args.session_key,
-                timeout_seconds=args.timeout_seconds,
+                timeout_seconds=timeout,
+                deadline=started + timeout + DEADLINE_MARGIN if timeout is not None else None,
             )
         )
         record = submitted
-        if submitted.get("status") == "pending":
-            record = await _wait_for_human(ctx, client, submitted, settings.progress_interval)
+        if submitted["status"] == "pending":
+            record = await _wait_for_human(
+                ctx, client, submitted, settings.progress_interval, started, timeout
+            )
+    except Exception as exc:
+        why = str(exc) if isinstance(exc, KindlingError) else f"{type(exc).__name__}: {str(exc)[:200]}"
+        if not isinstance(exc, KindlingError):
+            logger.exception("kindling MCP request_confirmation failed")
+        raise ToolCallError(f"Not approved: do not perform {args.action!r}. {why}") from None
     finally:
         client.close()
-    status = str(record.get("status"))
+    status = str(record["status"])
     approved = status in ("approved", "auto_approved")
     data = {
         "approved": approved,
@@ -272,25 +291,34 @@ async def _request_confirmation(ctx: Any, args: ConfirmationArgs, settings: McpS
 
 
 async def _wait_for_human(
-    ctx: Any, client: Any, submitted: dict[str, Any], interval: float
+    ctx: Any,
+    client: Any,
+    submitted: dict[str, Any],
+    interval: float,
+    started: float,
+    timeout: int | None,
 ) -> dict[str, Any]:
+    from kindling.confirm.client import DEADLINE_MARGIN, LAST_ANSWER, request_timeout
+
     request_id = str(submitted["id"])
-    total = float(submitted.get("timeout_seconds") or 300)
-    # Past the request's own timeout, so the daemon's expiry (a denial) is what we report.
-    deadline = time.monotonic() + total + 5.0
-    started = time.monotonic()
+    total = float(timeout) if timeout is not None else request_timeout(submitted)
+    # Past the request's own timeout, so the daemon's expiry (a denial) is what we report; at the
+    # deadline nothing is waited for any more.
+    deadline = started + total + DEADLINE_MARGIN
+    until = deadline - LAST_ANSWER
     record = submitted
     await ctx.session.report_progress(
         0.0, total, f"Waiting for a human to approve {submitted.get('action')!r}."
     )
-    while record.get("status") == "pending":
-        remaining = deadline - time.monotonic()
+    while record["status"] == "pending":
+        remaining = until - time.monotonic()
         if remaining <= 0:
             break
         record = await anyio.to_thread.run_sync(
-            partial(client.wait, request_id, max(0.1, min(interval, remaining))), abandon_on_cancel=True
+            partial(client.wait, request_id, max(0.1, min(interval, remaining)), deadline=deadline),
+            abandon_on_cancel=True,
         )
-        if record.get("status") == "pending":
+        if record["status"] == "pending":
             waited = time.monotonic() - started
             await ctx.session.report_progress(
                 min(waited, total), total, f"Still waiting for a human ({int(waited)} s of {int(total)} s)."

@@ -8,7 +8,7 @@ pattern to match anywhere in it, which costs a substring search instead. A text 
 scanned with that pattern; the results are the same, only cheaper.
 
 Hints are data, written beside the default patterns they belong to
-(``kindling.mining.config.DEFAULT_PATTERN_HINTS``); a pattern without one (the user's own) is always
+(``kindling.mining.scrub_patterns.DEFAULT_PATTERN_HINTS``); a pattern without one (the user's own) is always
 scanned. A hint is one of:
 
 * ``("text", (a, b, ...))``: the text contains ``a`` or ``b`` ... (case as written);
@@ -18,12 +18,16 @@ scanned. A hint is one of:
   of the marker ``truncate`` puts after a cut result matches no letter, so a text that is ASCII
   apart from it is ruled out too (otherwise every cut result would be scanned with every such
   pattern);
+* ``("caseless", (a, b, ...))``: the text contains one of them ignoring case, as a case-insensitive
+  pattern sees it (lower-case words; a text that is not ASCII is searched with the same folding
+  the regex engine applies, so it is not let through unexamined);
 * ``("match", expression)``: ``expression`` (a piece every match of the pattern contains, starting
   with a literal or a character class so the engine can skip ahead) is found in the text.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -43,8 +47,10 @@ def lowered(text: str) -> str | None:
     return None
 
 
+@functools.cache
 def compile_hint(spec: tuple[str, Any]) -> HintCheck:
-    """Return the check of one hint (see the module docstring). Raises ValueError for an unknown kind."""
+    """Return the check of one hint (see the module docstring); the same spec gives the same check,
+    so a scan can ask each distinct check once per text. Raises ValueError for an unknown kind."""
     kind, value = spec
     if kind == "text":
         needles = tuple(value)
@@ -52,10 +58,34 @@ def compile_hint(spec: tuple[str, Any]) -> HintCheck:
     if kind == "word":
         words = tuple(value)
         return lambda _text, lower: lower is None or any(word in lower for word in words)
+    if kind == "caseless":
+        words = tuple(value)
+        folded = re.compile("|".join(re.escape(word) for word in words), re.IGNORECASE).search
+        return lambda text, lower: (
+            any(word in lower for word in words) if lower is not None else folded(text) is not None
+        )
     if kind == "match":
-        search = re.compile(value).search
-        return lambda text, _lower: search(text) is not None
+        lazy = LazyPattern(value)
+        return lambda text, _lower: lazy.regex.search(text) is not None
     raise ValueError(f"unknown hint kind {kind!r}")
+
+
+class LazyPattern:
+    """A regular expression compiled on its first use: most kept texts never need most patterns,
+    and compiling them all costs more than scrubbing a few examples."""
+
+    __slots__ = ("_regex", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._regex: re.Pattern[str] | None = None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled expression. Raises re.error for an invalid pattern."""
+        if self._regex is None:
+            self._regex = re.compile(self.pattern)
+        return self._regex
 
 
 def hint_for(pattern: str) -> HintCheck | None:
@@ -65,10 +95,17 @@ def hint_for(pattern: str) -> HintCheck | None:
     """
     global _DEFAULT
     if _DEFAULT is None:
-        from kindling.mining.config import DEFAULT_PATTERN_HINTS
+        from kindling.mining.scrub_patterns import DEFAULT_PATTERN_HINTS
 
         _DEFAULT = {text: compile_hint(spec) for text, spec in DEFAULT_PATTERN_HINTS.items()}
     return _DEFAULT.get(pattern)
 
 
 _DEFAULT: dict[str, HintCheck] | None = None
+
+
+def check_for(pattern: str) -> str | None:
+    """Return the name of the check a default personal-data pattern's matches must pass, or None."""
+    from kindling.mining.scrub_patterns import DEFAULT_PATTERN_CHECKS
+
+    return DEFAULT_PATTERN_CHECKS.get(pattern)

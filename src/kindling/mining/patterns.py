@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from kindling.injection import instruction_in
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.hermes_rows import assemble_and_mine
 from kindling.mining.model import Example, OutcomeStatus
@@ -47,7 +48,11 @@ class MiningResult:
 
     ``filtered`` counts sessions and calls kept out of the examples by a filter, by reason
     (``too_short``, ``source_filtered``, ``errored_session``, ``zero_reward``, ``trivial_tool``,
-    ``outcome_failed``, ``outcome_unknown``, ``beyond_max_examples``). ``distinct`` is how many
+    ``outcome_failed``, ``outcome_unknown``, ``prompt_injection``: the request, arguments or result
+    gives the agent instructions (``kindling.injection``), ``after_prompt_injection``: a later call
+    of a session with such a call, ``beyond_max_examples``). ``injected`` maps each session found
+    giving such instructions to the position of its first such call (among the calls ranked before
+    the cap was reached). ``distinct`` is how many
     distinct (tool, arguments) pairs worked before the cap; ``sessions_mined`` how many sessions
     passed the filters.
     """
@@ -57,6 +62,7 @@ class MiningResult:
     filtered: Counter[str] = field(default_factory=Counter)
     sessions_mined: int = 0
     distinct: int = 0
+    injected: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Return the stats plus the mining counts and the examples, JSON-ready."""
@@ -207,7 +213,10 @@ def finish(
     ``report``'s skipped counts join the stats'. Credentials in the kept examples are hidden with
     ``config``'s secret patterns (default: the effective ``mining.json``), then personal data is
     replaced by typed placeholders, consistently within each example (``kindling.mining.personal``),
-    unless ``keep_personal_data`` or the config's ``scrub_personal_data`` is false. Only the kept
+    unless ``keep_personal_data`` or the config's ``scrub_personal_data`` is false. A call whose
+    request, arguments or result gives the agent instructions (``kindling.injection``) is dropped
+    and counted as ``prompt_injection``, with every later call of its session
+    (``after_prompt_injection``), their places taken by the next in rank. Only the kept
     examples are touched, after ranking. ``partial`` is consumed. Raises ConfigError on a bad
     ``mining.json``.
     """
@@ -229,13 +238,42 @@ def finish(
         kept.items(),
         key=lambda kv: (-kv[1][0], -(kv[1][1] if kv[1][1] is not None else float("-inf")), -kv[1][2]),
     )
-    if len(ranked) > max_examples:
-        filtered["beyond_max_examples"] += len(ranked) - max_examples
-    examples = [_example(key, slot, redactor) for key, slot in ranked[:max_examples]]
+    examples: list[Example] = []
+    injected: dict[str, int] = {}
+    looked = 0
+    for key, slot in ranked:
+        if len(examples) >= max_examples:
+            break
+        looked += 1
+        session_id, position = slot[5], slot[7]
+        if _instruction_in_call(key, slot) is not None:
+            # A poisoned page or file must not come back as a past example for the next session,
+            # nor must what the session did after reading it.
+            filtered["prompt_injection"] += 1
+            if session_id and position < injected.get(session_id, position + 1):
+                injected[session_id] = position
+                before = len(examples)
+                examples = [
+                    e for e in examples if e.session_id != session_id or (e.position or 0) <= position
+                ]
+                if len(examples) < before:
+                    filtered["after_prompt_injection"] += before - len(examples)
+            continue
+        if session_id in injected and position > injected[session_id]:
+            filtered["after_prompt_injection"] += 1
+            continue
+        examples.append(_example(key, slot, redactor))
+    if len(ranked) > looked:
+        filtered["beyond_max_examples"] += len(ranked) - looked
     if scrubber is not None:
         examples = [scrubber.scrub(example) for example in examples]
     return MiningResult(
-        examples=examples, stats=stats, filtered=filtered, sessions_mined=partial.mined, distinct=len(kept)
+        examples=examples,
+        stats=stats,
+        filtered=filtered,
+        sessions_mined=partial.mined,
+        distinct=len(kept),
+        injected=injected,
     )
 
 
@@ -332,15 +370,42 @@ def _merge_stats(into: MiningStats, other: MiningStats) -> None:
     }
 
 
+def _instruction_in_call(key: tuple[str, bytes], slot: list[Any]) -> str | None:
+    """Return what the call's request, arguments or result tries to make an agent do, or None."""
+    canonical = key[1]
+    result, context, raw = slot[3], slot[4], slot[8]
+    for text in (context, result, raw):
+        if isinstance(text, str) and (why := instruction_in(text)) is not None:
+            return why
+    if canonical.startswith(b"raw:"):
+        return None
+    for text in _strings(orjson.loads(canonical)):
+        if (why := instruction_in(text)) is not None:
+            return why
+    return None
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
 def _example(key: tuple[str, bytes], slot: list[Any], redactor: SecretRedactor | None) -> Example:
     tool, canonical = key
     count, last_seen, _seq, result, context, session_id, source, position, raw = slot[:9]
     arguments: dict[str, Any] = {} if canonical.startswith(b"raw:") else orjson.loads(canonical)
     if redactor is not None:
-        arguments = redactor.value(arguments)
-        result = redactor.text(result)
-        context = redactor.text(context)
-        raw = redactor.text(raw) if raw is not None else None
+        scoped = redactor.scoped([result, context, raw or "", *_strings(arguments)])
+        arguments = scoped.value(arguments)
+        result = scoped.text(result)
+        context = scoped.text(context)
+        raw = scoped.text(raw) if raw is not None else None
     return Example(
         tool_name=tool,
         arguments=arguments,

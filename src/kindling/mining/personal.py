@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel
 
-from kindling.mining.hints import hint_for, lowered
+from kindling.mining.hints import HintCheck, LazyPattern, check_for, hint_for, lowered
 
 __all__ = ["CONTENT_FIELDS", "PersonalDataScrubber", "normalize_key"]
 
@@ -98,12 +98,18 @@ class PersonalDataScrubber:
         self.patterns = {kind: tuple(items) for kind, items in patterns.items()}
         self._exact = {normalize_key(k): v for k, v in self.keys.items() if not _is_glob(k)}
         self._globs = tuple((normalize_key(k), v) for k, v in self.keys.items() if _is_glob(k))
-        # (type, expression, whether it has a "value" group, its hint or None): see _scan.
+        # (type, expression, whether it has a "value" group, its hint or None, its check or
+        # None): see _scan.
         self._regexes = tuple(
-            (kind, regex, "value" in regex.groupindex, hint_for(pattern))
+            (
+                kind,
+                LazyPattern(pattern),
+                "(?P<value>" in pattern,
+                hint_for(pattern),
+                _CHECKS.get(check_for(pattern) or ""),
+            )
             for kind, items in self.patterns.items()
             for pattern in items
-            for regex in (re.compile(pattern),)
         )
         self._key_cache: dict[str, str | None] = {}
 
@@ -313,12 +319,19 @@ class Placeholders:
         if not text or not self.scanning:
             return
         lower = lowered(text)
-        for kind, regex, has_group, hint in self._scrubber._regexes:
-            if hint is not None and not hint(text, lower):
-                continue  # the pattern cannot match here (kindling.mining.hints)
-            for match in regex.finditer(text):
+        asked: dict[HintCheck, bool] = {}  # patterns share hints: each is asked once per text
+        for kind, lazy, has_group, hint, check in self._scrubber._regexes:
+            if hint is not None:
+                allowed = asked.get(hint)
+                if allowed is None:
+                    allowed = asked[hint] = hint(text, lower)
+                if not allowed:
+                    continue  # the pattern cannot match here (kindling.mining.hints)
+            for match in lazy.regex.finditer(text):
                 found = match.group("value") if has_group else match.group(0)
                 if not found or (kind == "card_number" and not _card_ok(found)):
+                    continue
+                if check is not None and not check(found):
                     continue
                 self._add_keyed(kind, found)
 
@@ -361,6 +374,116 @@ def _card_ok(text: str) -> bool:
                 digit -= 9
         total += digit
     return total % 10 == 0
+
+
+# An IBAN's country (ISO 3166 code of a country that issues IBANs) and its length there.
+_IBAN_LENGTHS = {
+    country: int(length)
+    for item in [
+        "AD24",
+        "AE23",
+        "AL28",
+        "AT20",
+        "AZ28",
+        "BA20",
+        "BE16",
+        "BG22",
+        "BH22",
+        "BI27",
+        "BR29",
+        "BY28",
+        "CH21",
+        "CR22",
+        "CY28",
+        "CZ24",
+        "DE22",
+        "DJ27",
+        "DK18",
+        "DO28",
+        "EE20",
+        "EG29",
+        "ES24",
+        "FI18",
+        "FK18",
+        "FO18",
+        "FR27",
+        "GB22",
+        "GE22",
+        "GI23",
+        "GL18",
+        "GR27",
+        "GT28",
+        "HR21",
+        "HU28",
+        "IE22",
+        "IL23",
+        "IQ23",
+        "IS26",
+        "IT27",
+        "JO30",
+        "KW30",
+        "KZ20",
+        "LB28",
+        "LC32",
+        "LI21",
+        "LT20",
+        "LU20",
+        "LV21",
+        "LY25",
+        "MC27",
+        "MD24",
+        "ME22",
+        "MK19",
+        "MN20",
+        "MR27",
+        "MT31",
+        "MU30",
+        "NI28",
+        "NL18",
+        "NO15",
+        "OM23",
+        "PK24",
+        "PL28",
+        "PS29",
+        "PT25",
+        "QA29",
+        "RO24",
+        "RS22",
+        "RU33",
+        "SA24",
+        "SC31",
+        "SD18",
+        "SE24",
+        "SI19",
+        "SK24",
+        "SM27",
+        "SO23",
+        "ST25",
+        "SV28",
+        "TL23",
+        "TN24",
+        "TR26",
+        "UA29",
+        "VA22",
+        "VG24",
+        "XK20",
+        "YE30",
+    ]
+    for country, length in ((item[:2], item[2:]),)
+}
+
+
+def _iban_ok(text: str) -> bool:
+    # ISO 13616: the country's length, then the ISO 7064 mod-97 check (the first four characters
+    # moved to the end, letters as 10..35, the number modulo 97 is 1). A random match fails it.
+    iban = text.replace(" ", "")
+    if _IBAN_LENGTHS.get(iban[:2]) != len(iban):
+        return False
+    digits = "".join(str(int(ch, 36)) for ch in iban[4:] + iban[:4])
+    return int(digits) % 97 == 1
+
+
+_CHECKS: dict[str, Callable[[str], bool]] = {"iban": _iban_ok}
 
 
 def _content_parts(record: Any, content: frozenset[str]) -> Iterable[tuple[Any, bool]]:

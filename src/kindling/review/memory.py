@@ -28,9 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
-import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -41,6 +39,7 @@ from kindling.config import hermes_home
 from kindling.errors import StoreError
 from kindling.fileio import file_lock, write_atomic
 from kindling.hermes_config import MemorySettings, memory_settings
+from kindling.injection import HIDDEN_CHARS, MEMORY_PATTERNS, fold
 
 logger = logging.getLogger(__name__)
 
@@ -400,91 +399,6 @@ _DELIMITER_REFUSAL = (
     "back as several entries. Make one call per entry."
 )
 
-# Memory is pasted into every future system prompt, and a review reads untrusted text (web
-# pages, tool output), so an entry that smuggles instructions or secrets is refused at the
-# door. Hermes Agent scans memory writes too and shows what it would block as "[BLOCKED: ...]",
-# so kindling refuses at least every class Hermes's scan blocks: hijacking instructions,
-# promptware vocabulary, sending data out, reading or embedding secrets, touching SSH keys or the
-# agent's own configuration. Plain bossy English ("always run the tests") stays a legitimate
-# preference. Words between key terms are bounded so matching stays linear.
-_HIDDEN_CHARS = frozenset(
-    "\u200b\u200c\u200d\u2060\u2062\u2063\u2064\ufeff\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
-_W = r"(?:\w+\s+){0,8}"  # up to eight filler words
-_LINE = r"[^\n]{0,2048}"  # the rest of a line, bounded
-_SECRET_NAME = r"\$\{?\w*(?:key|token|secret|password|credential|api)"
-_EDIT = r"(?:update|modify|edit|write|change|append|add\s+to|overwrite|replace)"
-_INJECTION_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), why)
-    for pattern, why in (
-        # Hijacking the agent's instructions or identity.
-        (rf"ignore\s+{_W}(?:previous|prior|above|all|earlier)\s+{_W}instructions", "overrides instructions"),
-        (
-            rf"disregard\s+{_W}(?:your|all|any|the)\s+{_W}(?:instructions|rules|guidelines)",
-            "overrides instructions",
-        ),
-        (r"system\s+prompt\s+override", "overrides the system prompt"),
-        (
-            rf"act\s+as\s+(?:if|though)\s+{_W}you\s+{_W}(?:have\s+no|don't\s+have|do\s+not\s+have)\s+"
-            rf"{_W}(?:restrictions|limits|rules)",
-            "lifts the agent's restrictions",
-        ),
-        (rf"do\s+not\s+{_W}tell\s+{_W}the\s+user", "hides things from the user"),
-        (rf"you\s+are\s+{_W}now\s+(?:a|an|the)\s+", "replaces the agent's identity"),
-        (rf"pretend\s+{_W}(?:you\s+are|to\s+be)\s+", "replaces the agent's identity"),
-        (r"\bname\s+yourself\s+\w+", "replaces the agent's identity"),
-        (rf"you\s+have\s+been\s+{_W}(?:updated|upgraded|patched)\s+to", "claims a fake update"),
-        (rf"output\s+{_W}(?:system|initial)\s+prompt", "leaks the system prompt"),
-        (
-            rf"(?:respond|answer|reply)\s+without\s+{_W}(?:restrictions|limitations|filters|safety)",
-            "lifts the agent's restrictions",
-        ),
-        (r"<!--[^>]{0,512}(?:ignore|override|system|secret|hidden)[^>]{0,512}-->", "hides instructions"),
-        (r"<\s*div\s+style\s*=\s*[\"'][^>]{0,2048}display\s*:\s*none", "hides instructions"),
-        (r"translate\s+[^\n]{0,512}\s+into\s+[^\n]{0,512}\s+and\s+(?:execute|run|eval)", "runs hidden code"),
-        # Promptware and command-and-control vocabulary.
-        (r"register\s+(?:as\s+)?a?\s*node", "joins a command-and-control network"),
-        (r"(?:heartbeat|beacon|check[\s-]?in)\s+(?:to|with)\s+", "joins a command-and-control network"),
-        (r"pull\s+(?:down\s+)?(?:new\s+)?task(?:ing|s)?\b", "joins a command-and-control network"),
-        (r"connect\s+to\s+the\s+network\b", "joins a command-and-control network"),
-        (
-            r"you\s+must\s+(?:\w+\s+){0,3}(?:register|connect|report|beacon)\b",
-            "joins a command-and-control network",
-        ),
-        (r"only\s+use\s+one[\s-]?liners?\b", "hides its tracks"),
-        (rf"never\s+{_W}(?:create|write)\s+{_W}(?:script|file)\s+{_W}disk", "hides its tracks"),
-        (
-            r"unset\s+\w*(?:claude|codex|hermes|agent|openai|anthropic)\w*",
-            "tampers with the agent's environment",
-        ),
-        (r"\b(?:cobalt\s*strike|sliver|havoc|mythic|metasploit|brainworm)\b", "names an attack framework"),
-        (
-            r"\bc2\s+(?:server|channel|infrastructure|beacon)\b|\bcommand\s+and\s+control\b",
-            "names an attack framework",
-        ),
-        # Sending data out, reading or embedding secrets.
-        (rf"\b(?:curl|wget)\s+{_LINE}{_SECRET_NAME}", "sends a secret over the network"),
-        (rf"\bcat\s+{_LINE}(?:\.env|credentials|\.netrc|\.pgpass|\.npmrc|\.pypirc)", "reads secrets"),
-        (rf"(?:send|post|upload|transmit)\s+{_LINE}\s+(?:to|at)\s+https?://", "sends data to a URL"),
-        (
-            rf"(?:include|output|print|share)\s+{_W}(?:conversation|chat\s+history|previous\s+messages|"
-            r"full\s+context|entire\s+context)",
-            "copies the conversation out",
-        ),
-        (
-            r"(?:api[_-]?key|token|secret|password)\s*[=:]\s*[\"'][A-Za-z0-9+/=_-]{20,}",
-            "holds a hard-coded secret",
-        ),
-        # Persistence: SSH keys, Hermes's secrets and the agent's own configuration.
-        (r"authorized_keys|~/\.ssh|\$HOME/\.ssh", "touches SSH credentials"),
-        (r"(?:~|\$HOME)/\.hermes/\.env", "touches Hermes's secrets"),
-        (
-            rf"{_EDIT}\s+{_LINE}(?:AGENTS\.md|CLAUDE\.md|\.cursorrules|\.clinerules)",
-            "changes agent configuration",
-        ),
-        (rf"{_EDIT}\s+{_LINE}\.hermes/(?:config\.yaml|SOUL\.md)", "changes agent configuration"),
-    )
-)
 # Long text is scanned in full: an entry is small, and a payload past a fixed cap must not slip by.
 
 
@@ -492,14 +406,14 @@ def _content_refusal(content: str) -> str | None:
     """Return why ``content`` may not become a memory entry, or None when it may."""
     if ENTRY_DELIMITER in content:
         return _DELIMITER_REFUSAL
-    hidden = sorted(_HIDDEN_CHARS.intersection(content))
+    hidden = sorted(HIDDEN_CHARS.intersection(content))
     if hidden:
         codes = ", ".join(f"U+{ord(ch):04X}" for ch in hidden)
         return (
             f"Content contains invisible or direction-changing characters ({codes}); write it in plain text."
         )
-    folded = unicodedata.normalize("NFKC", content)  # full-width look-alikes fold to ASCII
-    for pattern, why in _INJECTION_PATTERNS:
+    folded = fold(content)  # full-width look-alikes fold to ASCII
+    for pattern, why in MEMORY_PATTERNS:
         if pattern.search(folded):
             return (
                 f"Refused: this entry {why}. Memory is pasted into every future system prompt, "

@@ -114,6 +114,9 @@ def mine_template_parts(
             yield session
 
     result = mine(tee(sessions), report=report, max_examples=_ALL, **mining_filters)
+    collector.drop_sessions(result.injected)
+    if collector.injected:
+        result.filtered["prompt_injection_episodes"] += collector.injected
     examples = _cover(result, per_tool, max_examples)
     link_copies(collector.episodes, examples, collector.call_keys)
     return examples, collector.episodes, result
@@ -141,16 +144,22 @@ def _episodes_of(
     fmt: str | None,
     mining_filters: dict[str, Any],
     examples: Sequence[Example],
+    result: Any,
 ) -> list[Episode]:
     """Collect the episodes in a pass of their own (when mining ran in worker processes), their
-    steps linked to the kept ``examples`` that show their calls (``link_copies``)."""
+    steps linked to the kept ``examples`` that show their calls (``link_copies``); episodes left
+    out for prompt injection (``result.injected``, or their own request) are counted in
+    ``result.filtered``."""
     collector = _collector(mining_filters)
     limit = mining_filters.get("max_sessions")
     for session in _iter_all(sources, fmt, ReadReport(), None, None):
         if limit is not None and len(collector.episodes) >= limit:
             break
         collector(session)
+    collector.drop_sessions(result.injected)
     link_copies(collector.episodes, examples, collector.call_keys)
+    if collector.injected:
+        result.filtered["prompt_injection_episodes"] += collector.injected
     return collector.episodes
 
 
@@ -231,7 +240,7 @@ def build_template_with_report(
                 **mining_filters,
             )
             examples = _cover(result, per_tool, max_examples)
-            episodes = _episodes_of(sources, format, mining_filters, examples)
+            episodes = _episodes_of(sources, format, mining_filters, examples, result)
     except (ValueError, TypeError) as exc:
         # Bad filter values (negative limits, unknown filter names) are the caller's input.
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc

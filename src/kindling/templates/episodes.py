@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from kindling.injection import instruction_in
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
@@ -123,7 +124,9 @@ class EpisodeCollector:
     """Collects the episodes of the sessions a build reads (called once per session, in order).
 
     A session counts when it would be mined (long enough, from a matching source, not errored) and
-    succeeded where a reward exists (reward above 0).
+    succeeded where a reward exists (reward above 0). One whose request gives the agent
+    instructions (``kindling.injection``) is left out and counted in ``injected``, as are those
+    ``drop_sessions`` removes.
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class EpisodeCollector:
         self.skip_zero_reward = skip_zero_reward
         self.episodes: list[Episode] = []
         self.call_keys: CallKeys = {}
+        self.injected = 0  # successful sessions left out: their request or calls give the agent instructions
 
     def __call__(self, session: Session) -> None:
         """Keep ``session`` as an episode when it succeeded and passes the filters."""
@@ -169,8 +173,23 @@ class EpisodeCollector:
             scrubber=self.scrubber,
             call_keys=self.call_keys,
         )
-        if episode is not None:
-            self.episodes.append(episode)
+        if episode is None:
+            return
+        if instruction_in(episode.request) or instruction_in(episode.opening):
+            self.injected += 1  # a request that gives the agent instructions is no past task to show
+            return
+        self.episodes.append(episode)
+
+    def drop_sessions(self, sessions: Collection[str]) -> int:
+        """Leave out the episodes of ``sessions`` (mining found calls in them steered by injected
+        text: ``MiningResult.injected``); return how many were left out, also counted in ``injected``."""
+        if not sessions:
+            return 0
+        kept = [episode for episode in self.episodes if episode.session_id not in sessions]
+        dropped = len(self.episodes) - len(kept)
+        self.episodes = kept
+        self.injected += dropped
+        return dropped
 
 
 def cover_tools(

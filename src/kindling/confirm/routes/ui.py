@@ -146,8 +146,9 @@ def _card(
     now_ms = int(time.time() * 1000)
     return {
         "r": record,
-        # The daemon's own high-risk list (the one no whitelist rule can approve), folded as submit folds.
-        "high_risk": policy.is_high_risk(record.action, high_risk),
+        # The daemon's own high-risk list (the one no whitelist rule can approve), folded as submit folds,
+        # or the asking agent's own mark on a command its danger check flagged.
+        "high_risk": policy.marked_high_risk(record.action, record.details, high_risk),
         "details": displayable_details(record.details),
         "warnings": text_warnings(record.description, record.details, record.action),
         "shown": shown_token(secret, session.cookie, record.id, record.digest, now_ms),
