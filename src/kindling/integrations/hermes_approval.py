@@ -1,8 +1,8 @@
 """Approvals for Hermes tool calls: ask the confirmation daemon before a dangerous command runs.
 
 :class:`ApprovalGate` decides whether a call needs a human (a terminal command Hermes's own
-``detect_dangerous_command`` flags, or ``kindling.integrations.dangerous`` when Hermes's is not
-importable; any configured high-risk tool), submits it to the daemon with the command, working
+``detect_dangerous_command`` or ``kindling.integrations.dangerous`` flags; any configured
+high-risk tool), submits it to the daemon with the command, working
 directory, session and platform, waits a bounded time, and answers Hermes's ``pre_tool_call`` protocol: None lets the
 call run, ``{"action": "block", "message": ...}`` vetoes it. A deny carries the approver's reason.
 
@@ -45,7 +45,13 @@ def _hermes_detector() -> Callable[[str], tuple[Any, ...]] | None:
 
 
 def detect_dangerous(command: str) -> str | None:
-    """Return why ``command`` is dangerous (Hermes's own verdict when available), or None."""
+    """Return why ``command`` is dangerous, or None.
+
+    Inside Hermes, Hermes's own ``detect_dangerous_command`` is asked first and its reason wins;
+    a command it lets pass is still checked by kindling's detector, which catches forms Hermes's
+    misses (``shutdown -h now``, ``terraform destroy``, ``killall``, ...). Outside Hermes only
+    kindling's detector runs.
+    """
     detector = _hermes_detector()
     if detector is not None:
         try:
@@ -53,7 +59,8 @@ def detect_dangerous(command: str) -> str | None:
         except Exception as exc:
             logger.warning("kindling: Hermes's detect_dangerous_command failed (%s); using kindling's.", exc)
         else:
-            return str(description or key or "dangerous command") if flagged else None
+            if flagged:
+                return str(description or key or "dangerous command")
     return dangerous_command(command)
 
 
