@@ -31,6 +31,8 @@ DATABASE_ERROR = "database_error"
 COMPACTION_COPY = "compaction_copy"
 COMPACTION_SUMMARY = "compaction_summary"
 RECORDING_GAP = "recording_gap"
+# Kept in the session, but never the agent's (see kindling.sessions.recorded)
+UNVERIFIED_ASSISTANT_TURN = "unverified_assistant_turn"
 
 #: Every skip reason, with what it means (the table in docs/sessions.md says the same).
 SKIP_REASONS: dict[str, str] = {
@@ -53,4 +55,6 @@ SKIP_REASONS: dict[str, str] = {
     COMPACTION_COPY: "a Hermes call (or its result) that compaction repeated, already read",
     COMPACTION_SUMMARY: "Hermes's compaction summary: its note about earlier turns, no message",
     RECORDING_GAP: "messages missing from a proxy recording (a gap in its sequence numbers)",
+    UNVERIFIED_ASSISTANT_TURN: "an assistant turn a client sent that kindling's proxy never relayed: kept, "
+    "its calls never mined",
 }
