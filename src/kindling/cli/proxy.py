@@ -8,6 +8,8 @@ A thin client of ``kindling.proxy``: ``kindling proxy --upstream URL`` runs it i
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -224,12 +226,17 @@ token_app = typer.Typer(
 proxy_app.add_typer(token_app, name="token")
 
 
-def _tokens(db: str | None) -> Any:
+@contextlib.contextmanager
+def _tokens(db: str | None) -> Iterator[Any]:
     from kindling.proxy import default_db
     from kindling.proxy.recorder import ProxyStore
     from kindling.proxy.tenants import TenantTokens
 
-    return TenantTokens(ProxyStore(db or default_db()))
+    store = ProxyStore(db or default_db())
+    try:
+        yield TenantTokens(store)
+    finally:
+        store.close()
 
 
 @token_app.command("create")
@@ -249,7 +256,8 @@ def token_create(
 
       kindling proxy token create --tenant alice
     """
-    token, raw = _tokens(db).create(tenant)
+    with _tokens(db) as tokens:
+        token, raw = tokens.create(tenant)
     if json_output:
         print_json({**token.as_dict(), "token": raw})
         return
@@ -260,7 +268,8 @@ def token_create(
 @token_app.command("list")
 def token_list(db: DbOption = None, json_output: JsonOption = False) -> None:
     """List the tenants' tokens (ids and tenants, never the secrets)."""
-    tokens = _tokens(db).list()
+    with _tokens(db) as store:
+        tokens = store.list()
     if json_output:
         print_json({"tokens": [t.as_dict() for t in tokens]})
         return
@@ -287,7 +296,8 @@ def token_revoke(
     json_output: JsonOption = False,
 ) -> None:
     """Revoke a token (or all of a tenant's); a running proxy refuses it within seconds."""
-    revoked = _tokens(db).revoke(token_id, tenant=tenant)
+    with _tokens(db) as tokens:
+        revoked = tokens.revoke(token_id, tenant=tenant)
     if json_output:
         print_json({"revoked": [t.as_dict() for t in revoked]})
         return

@@ -136,12 +136,13 @@ def create_app(
     # Checked in each route rather than in a middleware, which would sit in every streamed chunk's path.
     async def admitted(request: Request, *, forms: bool = False) -> str | Response:
         """The request's tenant, or the response refusing it."""
-        forged = check_request(request.method, request.headers, hosts, forms=forms)
+        headers = _judged_headers(request.scope["headers"])
+        forged = check_request(request.method, headers, hosts, forms=forms)
         if forged is not None:
             status_code, reason = forged
             return _error(status_code, f"kindling proxy: {reason}.")
         try:
-            return await auth.tenant_of(request.headers)
+            return await auth.tenant_of(headers)
         except Refusal as refusal:
             return _error(refusal.status, str(refusal))
 
@@ -313,6 +314,30 @@ def create_app(
             log.warning("could not record a reply: %s", _one_line(exc))
 
     return app
+
+
+_JUDGED = frozenset(
+    {
+        b"host",
+        b"origin",
+        b"content-type",
+        b"content-length",
+        b"transfer-encoding",
+        b"authorization",
+        b"x-api-key",
+        TOKEN_HEADER.encode(),
+    }
+)
+
+
+def _judged_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The headers admission reads, in one pass (a Headers lookup scans them all each time); the
+    first of a repeated header counts, as Starlette's ``get`` has it."""
+    found: dict[str, str] = {}
+    for name, value in raw:
+        if name in _JUDGED:
+            found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return found
 
 
 def _upstream_headers(request: Request, settings: ProxySettings, api: str = CHAT) -> dict[str, str]:

@@ -4,7 +4,8 @@ The proxy warms a new conversation from the templates its tenant may see; this k
 ``proxy-<tenant>``, mined from the tenant's own recorded conversations, so warm-up starts with no
 manual step. A tenant's template is (re)built after every ``every`` new conversations and on a
 timer (every ``interval`` seconds while something new was recorded), never on a request's path:
-builds run one at a time on a worker thread (``KeyedExecutor``), at most one waiting per tenant,
+builds are queued on a worker thread (``KeyedExecutor``), at most one waiting per tenant, and run
+one at a time in a child process (mining never holds the interpreter that answers requests),
 and a tenant's next build starts no sooner than ``gap`` seconds (or four times as long as its last
 build took) after the last one ended, so a burst of conversations costs a share of one core at most.
 A build that fails says so in the log and in ``status`` (and is tried again on the next
@@ -17,10 +18,13 @@ holds that tenant's conversations only.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +52,7 @@ class KeyedExecutor:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._jobs: dict[str, Callable[[], None]] = {}
+        self._jobs: dict[str, Callable[[], object]] = {}
         self._order: deque[str] = deque()
         self._running: str | None = None
         self._again: set[str] = set()
@@ -63,7 +67,7 @@ class KeyedExecutor:
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
 
-    def submit(self, key: str, job: Callable[[], None]) -> bool:
+    def submit(self, key: str, job: Callable[[], object]) -> bool:
         """Queue ``job`` under ``key``; False when one is already waiting (this one is not needed)."""
         with self._lock:
             if key in self._jobs:
@@ -179,6 +183,7 @@ class TemplateBuilder:
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._store: Any = None
+        self._executor_pool: ProcessPoolExecutor | None = None
 
     # -------------------------------------------------------------------------- life
 
@@ -194,12 +199,15 @@ class TemplateBuilder:
             self._timer.start()
 
     def stop(self) -> None:
-        """Stop the timer and the worker (a build running finishes first)."""
+        """Stop the timer and the worker (a build running finishes first), then the build process."""
         self._stop.set()
         self.executor.stop()
         if self._timer is not None:
             self._timer.join(5)
             self._timer = None
+        pool, self._executor_pool = self._executor_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def load(self) -> None:
         """Read how many conversations each tenant recorded and which template version it has.
@@ -285,15 +293,13 @@ class TemplateBuilder:
 
     # -------------------------------------------------------------------------- building
 
-    def build(self, tenant: str) -> Any:
-        """Build ``tenant``'s template now, on this thread; return the BuildResult (None when failed).
+    def build(self, tenant: str) -> dict[str, Any] | None:
+        """Build ``tenant``'s template now (in the builder's child process, this thread waiting);
+        return what it built (``version``, ``examples``, ``sessions``, ``unchanged``), or None.
 
         Waits (up to 10 s) for the recordings queued so far to be written, so the build sees
         them. A failure is logged and kept in ``status``; it never raises.
         """
-        from kindling.errors import KindlingError
-        from kindling.templates.build import build_template_with_report
-
         with self._lock:
             state = self._tenants.setdefault(tenant, TenantBuild())
             state.state = "building"
@@ -302,47 +308,65 @@ class TemplateBuilder:
         self._drain(10.0)
         name = template_name(tenant)
         began = time.monotonic()
+        job = {
+            "name": name,
+            "source": self.recorder.store.target,
+            "templates": self._templates_target(),
+            "tenant": tenant,
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("KINDLING_", "HERMES_"))},
+        }
         try:
-            result = build_template_with_report(
-                name,
-                [self.recorder.store.target],
-                store=self._templates(),
-                tenant=tenant,
-                description=f"Built by kindling's proxy from the conversations of tenant {tenant}.",
-            )
-        except KindlingError as exc:
-            self._failed(tenant, str(exc), began, quiet="No examples to keep" in str(exc))
+            result = self._pool().submit(build_in_child, job).result()
+        except Exception as exc:  # the child died (killed, out of memory): a new one next time
+            log.exception("building template %s failed: its process died", name)
+            self._discard_pool()
+            result = {"error": f"the build's process died: {type(exc).__name__}: {exc}", "quiet": False}
+        if "error" in result:
+            self._failed(tenant, str(result["error"]), began, quiet=bool(result.get("quiet")))
             return None
-        except Exception as exc:
-            log.exception("building template %s failed", name)
-            self._failed(tenant, f"{type(exc).__name__}: {exc}", began, quiet=True)
-            return None
-        template = result.template
         with self._lock:
             self._rest(state, began)
             state.state = "built"
             state.error = None
             state.builds += 1
             state.built_at = time.time()
-            state.built_from = result.report.sessions
-            state.recorded = max(state.recorded, result.report.sessions)
-            state.version = template.version
-            state.examples = len(template.examples)
-        if result.unchanged:
+            state.built_from = result["sessions"]
+            state.recorded = max(state.recorded, result["sessions"])
+            state.version = result["version"]
+            state.examples = result["examples"]
+        if result["unchanged"]:
             log.info(
-                "template %s v%d unchanged (%d conversations)", name, template.version, result.report.sessions
+                "template %s v%d unchanged (%d conversations)", name, result["version"], result["sessions"]
             )
         else:
             log.info(
                 "built template %s v%d from %d conversations: %d examples",
                 name,
-                template.version,
-                result.report.sessions,
-                len(template.examples),
+                result["version"],
+                result["sessions"],
+                result["examples"],
             )
             if self.on_built is not None:
                 self.on_built()
         return result
+
+    def _pool(self) -> ProcessPoolExecutor:
+        # One child process builds, so mining never holds this process's interpreter (and its
+        # memory goes back when the child ends with the proxy). Started on the first build.
+        if self._executor_pool is None:
+            self._executor_pool = ProcessPoolExecutor(max_workers=1, mp_context=_context())
+        return self._executor_pool
+
+    def _discard_pool(self) -> None:
+        pool, self._executor_pool = self._executor_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _templates_target(self) -> str:
+        # Resolved here: the child may have started under another environment (a forkserver).
+        from kindling.config import env_str, templates_dir
+
+        return self.templates_target or env_str("KINDLING_TEMPLATE_STORE", "") or str(templates_dir())
 
     def _rest(self, state: TenantBuild, began: float) -> None:
         # Called holding the lock: the tenant's next build waits `gap`, or four times this one.
@@ -410,6 +434,50 @@ class TemplateBuilder:
             }
         data["summary"] = describe(data)
         return data
+
+
+def build_in_child(job: dict[str, Any]) -> dict[str, Any]:
+    """Build one tenant's template (run in the builder's child process); return what was built, or
+    ``{"error": ..., "quiet": ...}``: plain data, so nothing but strings and numbers cross back."""
+    for key in [k for k in os.environ if k.startswith(("KINDLING_", "HERMES_"))]:
+        if key not in job["env"]:
+            del os.environ[key]
+    os.environ.update(job["env"])
+    from kindling.errors import KindlingError
+    from kindling.templates.build import build_template_with_report
+    from kindling.templates.store import open_store
+
+    try:
+        result = build_template_with_report(
+            job["name"],
+            [job["source"]],
+            store=open_store(job["templates"]),
+            tenant=job["tenant"],
+            description=f"Built by kindling's proxy from the conversations of tenant {job['tenant']}.",
+        )
+    except KindlingError as exc:
+        # Nothing to keep yet (no call that worked) is a state, not a fault: said, not shouted.
+        return {"error": str(exc), "quiet": str(exc).startswith("No examples to keep")}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", "quiet": False}
+    template = result.template
+    return {
+        "version": template.version,
+        "examples": len(template.examples),
+        "sessions": result.report.sessions,
+        "unchanged": result.unchanged,
+    }
+
+
+def _context() -> Any:
+    # A child forked from a clean process (forkserver), never from this one and its threads.
+    import multiprocessing
+
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["kindling.proxy.builder"])
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 def describe(data: dict[str, Any]) -> str:
