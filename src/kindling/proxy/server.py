@@ -71,6 +71,7 @@ def serve(
     the port is bound. Raises ConfigError when the port is taken (before announcing anything),
     StoreError for a malformed store URL."""
     sock = bind_socket(settings.host, settings.port)
+    settings = settings.with_(port=sock.getsockname()[1])  # the port chosen, for --port 0
     try:
         _log_to_stderr()
         app = create_app(settings)
