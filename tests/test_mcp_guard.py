@@ -170,3 +170,50 @@ def test_a_taken_port_is_one_clear_error(source: Path) -> None:
     assert result.output.strip().splitlines() == [
         f"Error: Port {port} on 127.0.0.1 is taken by another program: stop it, or choose another with --port."
     ]
+
+
+def test_an_mcp_client_sees_no_other_tenants_templates(source: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from kindling.mining.model import Example
+    from kindling.templates import Template
+    from kindling.templates.store import open_store
+
+    store = open_store()
+    example = Example(tool_name="read_file", arguments={"path": "a.py"}, context="Read a.py", result="A")
+    store.save(
+        Template(
+            name="proxy-alice", tenant="alice", examples=[example.model_copy(update={"tenant": "alice"})]
+        )
+    )
+    store.save(Template(name="mine", examples=[example]))
+    with _Served(http_app(McpSettings(sources=(str(source),)), host="127.0.0.1"), "127.0.0.1") as (
+        address,
+        port,
+    ):
+
+        async def main() -> None:
+            http = httpx2.AsyncClient(timeout=60)
+            async with (
+                http,
+                Client(streamable_http_client(f"http://{address}:{port}/mcp", http_client=http)) as client,
+            ):
+                uris = {str(r.uri) for r in (await client.list_resources()).resources}
+                assert "kindling://templates/mine" in uris and "kindling://templates/proxy-alice" not in uris
+                with pytest.raises(MCPError, match="tenant"):
+                    await client.read_resource("kindling://templates/proxy-alice")
+                listed = await client.call_tool("warm_session", {"action": "list"})
+                assert listed.structured_content is not None
+                assert [t["name"] for t in listed.structured_content["templates"]] == ["mine"]
+                for arguments in (
+                    {"action": "load", "name": "proxy-alice", "task": "read a file"},
+                    {"action": "delete", "name": "proxy-alice"},
+                ):
+                    refused = await client.call_tool("warm_session", arguments)
+                    assert refused.is_error, arguments
+                loaded = await client.call_tool("warm_session", {"action": "load", "task": "Read a.py"})
+                assert not loaded.is_error and loaded.structured_content is not None
+                assert loaded.structured_content["template"] == "mine"
+
+        anyio.run(main)
+    assert store.exists("proxy-alice")

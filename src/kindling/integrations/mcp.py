@@ -515,9 +515,15 @@ def _error(message: str) -> types.CallToolResult:
 # -- resources -------------------------------------------------------------------------------------
 
 
-def _list_resources() -> list[types.Resource]:
-    from kindling.templates.store import open_store
+def _templates() -> Any:
+    # What an MCP client here may read: the default tenant's templates, those without a tenant and
+    # the shared ones; never another tenant's (the proxy builds proxy-TENANT into the same store).
+    from kindling.templates.store import DEFAULT_TENANT, TenantTemplates, open_store
 
+    return TenantTemplates(open_store(), DEFAULT_TENANT)
+
+
+def _list_resources() -> list[types.Resource]:
     resources = [
         types.Resource(
             name=f"memory/{target}",
@@ -527,7 +533,7 @@ def _list_resources() -> list[types.Resource]:
         )
         for target in MEMORY_TARGETS
     ]
-    for template in open_store().list():
+    for template in _templates().list():
         summary = template.summary()
         resources.append(
             types.Resource(
@@ -544,13 +550,12 @@ def _read_resource(uri: str) -> tuple[str, str]:
     """Return (mime type, text) of a kindling resource. Raises ToolCallError for an unknown one."""
     from kindling.review.memory import TARGET_FILES, memories_dir
     from kindling.templates.model import validate_name
-    from kindling.templates.store import open_store
 
     prefix_templates = TEMPLATE_URI.split("{", 1)[0]
     prefix_memory = MEMORY_URI.split("{", 1)[0]
     if uri.startswith(prefix_templates):
         name = validate_name(uri[len(prefix_templates) :])
-        template = open_store().get(name)
+        template = _templates().get(name)
         return "application/json", template.model_dump_json(indent=2)
     if uri.startswith(prefix_memory):
         target = uri[len(prefix_memory) :]

@@ -185,10 +185,16 @@ def _build(args: dict[str, Any], allowed: list[str] | None = None) -> dict[str, 
     return {"message": f"{verb} template {name!r} v{result.template.version}.", **result.as_dict()}
 
 
-def _list(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
+def _visible() -> TemplateStore:
+    """The templates an agent here may use: the default tenant's, those without a tenant, and the
+    shared ones; never another tenant's (the proxy builds ``proxy-TENANT`` into the same store)."""
+    from kindling.templates.store import DEFAULT_TENANT, TenantTemplates, open_store
 
-    store = open_store()
+    return TenantTemplates(open_store(), DEFAULT_TENANT)
+
+
+def _list(args: dict[str, Any]) -> dict[str, Any]:
+    store = _visible()
     templates = [t.summary() for t in store.list()]
     return {"templates": templates, "count": len(templates), "problems": _problems(store)}
 
@@ -198,10 +204,9 @@ def _problems(store: TemplateStore) -> list[dict[str, str]]:
 
 
 def _load(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
     from kindling.warmup.warm import warm
 
-    store = open_store()
+    store = _visible()
     result = warm(
         _str(args, "name"),
         _str(args, "task") or "",
@@ -220,18 +225,18 @@ def _delete(args: dict[str, Any]) -> dict[str, Any]:
     from kindling.templates.store import open_store
 
     name = _required(args, "name")
+    _visible().get(name)  # another tenant's template is not there for an agent to delete
     open_store().delete(name)
     return {"message": f"Deleted template {name!r}."}
 
 
 def _inject(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
     from kindling.warmup.warm import inject_warm
 
     messages = args.get("messages")
     if not isinstance(messages, list):
         raise _BadArgument("messages must be the conversation: a list of OpenAI-format messages.")
-    store = open_store()
+    store = _visible()
     merged, result = inject_warm(
         messages,
         _str(args, "name"),
