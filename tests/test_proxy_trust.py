@@ -441,3 +441,29 @@ def test_a_store_recorded_before_tenants_reads_as_the_default_tenants_and_is_mig
     (migrated,) = read_recorded(db, ReadReport())
     assert [c.requestor for m in migrated.messages for c in m.tool_calls] == ["assistant", "unverified"]
     assert [m.content for m in migrated.messages][-2:] == ["B", "Done."]
+
+
+def test_tokens_that_cannot_be_read_refuse_everyone_but_the_proxys_own_token(pg_url: str) -> None:
+    import asyncio
+
+    from kindling.proxy.tenants import Refusal, TenantAuth
+
+    down = TenantTokens(ProxyStore(pg_url + "_not_there"))  # a database that does not exist: unreadable
+    for token, headers, expected in (
+        (None, {}, 503),
+        (None, {"x-kindling-token": "kpx_anything"}, 503),
+        ("own", {"x-kindling-token": "kpx_anything"}, 401),
+        ("own", {"x-kindling-token": "own"}, "default"),
+    ):
+        auth = TenantAuth(down, token=token, upstream_key=False)
+        auth.read()
+        assert auth.tenant_tokens is None
+        try:
+            got: object = asyncio.run(auth.tenant_of(headers))
+        except Refusal as refusal:
+            got = refusal.status
+        assert got == expected, (token, headers)
+    # Once readable and empty: everyone is the default tenant (on loopback, as before tenants).
+    up = TenantAuth(TenantTokens(ProxyStore(pg_url)), token=None, upstream_key=False)
+    up.read()
+    assert up.tenant_tokens == 0 and asyncio.run(up.tenant_of({})) == "default"
