@@ -28,6 +28,7 @@ from proxy_support import (
 )
 
 SYSTEM = {"role": "system", "content": "You are a careful coding agent."}
+JSON = {"content-type": "application/json"}
 
 
 def _client(base_url: str, **headers: str) -> openai.OpenAI:
@@ -333,8 +334,11 @@ def test_store_down_calls_succeed_and_nothing_is_lost_when_it_returns(
     later = pg_url + "_later"  # a database that does not exist yet: the store is down
     fake_openai.script = [tool_call("terminal", {"cmd": "ls"}, "call_down_1"), text("Listed.")]
     try:
-        with running_proxy(fake_openai.base_url, later) as proxy:
-            client = _client(proxy.base_url)
+        with running_proxy(fake_openai.base_url, later, token="tok") as proxy:
+            # The proxy cannot read the tenants' tokens: only its own --token gets through (fail closed).
+            unknown = httpx.post(f"{proxy.base_url}/chat/completions", json={"model": "m", "messages": []})
+            assert unknown.status_code == 401
+            client = _client(proxy.base_url, **{"X-Kindling-Token": "tok"})
             messages: list[dict[str, Any]] = [{"role": "user", "content": "list the files"}]
             reply = client.chat.completions.create(model="fake-model", messages=messages, tools=TOOLS)
             messages += [
@@ -345,11 +349,11 @@ def test_store_down_calls_succeed_and_nothing_is_lost_when_it_returns(
                 model="fake-model", messages=messages, tools=TOOLS, stream=True
             )
             assert "".join(c.choices[0].delta.content or "" for c in stream) == "Listed."
-            down = status(proxy.base_url)["recorder"]
+            down = status(proxy.base_url, {"x-kindling-token": "tok"})["recorder"]
             assert down["store_state"] == "down" and down["pending"] >= 3 and down["written"] == 0
             with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
                 admin.execute(f'CREATE DATABASE "{later.rsplit("/", 1)[1]}"')
-            wait_recorded(proxy.base_url)
+            wait_recorded(proxy.base_url, headers={"x-kindling-token": "tok"})
         counts = _sessions_json(later)
         assert (counts["sessions"], counts["messages"], counts["tool_calls"], counts["tool_results"]) == (
             1,
@@ -566,9 +570,9 @@ def test_request_bodies_past_the_limit_are_refused_unread(fake_openai: FakeOpenA
                 declared = http.post(path, json=too_big)
                 assert declared.status_code == 413, path
                 assert "--max-body-mb" in declared.json()["error"]["message"]
-                streamed = http.post(path, content=chunked(too_big))  # no Content-Length: chunked
+                streamed = http.post(path, content=chunked(too_big), headers=JSON)  # chunked: no length
                 assert streamed.status_code == 413, path
-            assert http.post("/chat/completions", content=chunked(fits)).status_code == 200
+            assert http.post("/chat/completions", content=chunked(fits), headers=JSON).status_code == 200
         wait_recorded(proxy.base_url)
     assert len(fake_openai.requests) == 2  # only the two that fit went upstream
     assert len(list(iter_sessions(db))) == 2  # and only they were recorded

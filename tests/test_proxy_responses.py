@@ -283,12 +283,13 @@ def test_kindlings_failures_forward_the_bytes_and_upstream_errors_pass_through(
             _client(proxy.base_url).responses.create(model="gpt-fake", input="hi")
         assert limited.value.response.headers["retry-after"] == "7"
         assert limited.value.response.content == b'{"error": {"message": "scripted 429"}}'
-        answer = httpx.post(url, content=body)
+        json_body = {"content-type": "application/json"}
+        answer = httpx.post(url, content=body, headers=json_body)
         assert (answer.status_code, answer.content) == (200, b"{this is not json")  # passed on, not recorded
         monkeypatch.setattr(responses, "canonical_messages", broken)
-        answer = httpx.post(url, content=body)
+        answer = httpx.post(url, content=body, headers=json_body)
         assert answer.content == fake_openai.responses[-1]
-        with httpx.stream("POST", url, content=streamed) as events:
+        with httpx.stream("POST", url, content=streamed, headers=json_body) as events:
             assert b"".join(events.iter_raw()) == fake_openai.responses[-1]
         wait_recorded(proxy.base_url)
     # The warm-up failed with the conversion: the upstream got the client's very bytes, both times.

@@ -33,7 +33,17 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(
                 "--source",
-                help="Session source tool_failure_rates reads (repeatable; default $HERMES_HOME/state.db).",
+                help="Session source tool_failure_rates and warm_session's build read (repeatable; default "
+                "$HERMES_HOME/state.db). Clients cannot name others.",
+                show_default=False,
+            ),
+        ] = None,
+        allow_host: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--allow-host",
+                help="--http: a host name clients reach the server by (repeatable); any other is refused. "
+                "Always allowed: localhost, loopback addresses and --host.",
                 show_default=False,
             ),
         ] = None,
@@ -54,7 +64,12 @@ def register(app: typer.Typer) -> None:
         settings = McpSettings.from_env(sources=sources or ())
         if http:
             run_http(
-                settings, host=host, port=port, token=token or os.environ.get(TOKEN_ENV), log_level=log_level
+                settings,
+                host=host,
+                port=port,
+                token=token or os.environ.get(TOKEN_ENV),
+                log_level=log_level,
+                allow_hosts=tuple(allow_host or ()),
             )
         else:
             run_stdio(settings)

@@ -2,11 +2,14 @@
 and warms new ones.
 
 A thin client of ``kindling.proxy``: ``kindling proxy --upstream URL`` runs it in the foreground;
-``kindling proxy path`` says where it records; ``kindling proxy status`` asks a running proxy.
+``kindling proxy path`` says where it records; ``kindling proxy status`` asks a running proxy;
+``kindling proxy token create|list|revoke`` manages the tenants' tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -48,8 +51,8 @@ def proxy_command(
     token: Annotated[
         str | None,
         typer.Option(
-            help="Token clients must send in the X-Kindling-Token header (default KINDLING_PROXY_TOKEN). "
-            "Required off loopback.",
+            help="Token clients must send in the X-Kindling-Token header (default KINDLING_PROXY_TOKEN): "
+            "the default tenant's. Required off loopback. Tenants' tokens: `kindling proxy token create`.",
         ),
     ] = None,
     upstream_key_env: Annotated[
@@ -79,6 +82,35 @@ def proxy_command(
             "is read.",
         ),
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A host name clients reach the proxy by (repeatable); requests to any other name are "
+            "refused. Always allowed: localhost, loopback addresses and --host.",
+            show_default=False,
+        ),
+    ] = None,
+    read_timeout: Annotated[
+        float,
+        typer.Option("--read-timeout", help="Seconds a request's headers and body may take to arrive."),
+    ] = 20.0,
+    build_every: Annotated[
+        int,
+        typer.Option(
+            "--build-every",
+            min=0,
+            help="Rebuild a tenant's template (proxy-TENANT) in the background after this many new "
+            "conversations; 0 turns background builds off.",
+        ),
+    ] = 5,
+    build_interval: Annotated[
+        float,
+        typer.Option(
+            "--build-interval",
+            help="Also rebuild, every this many seconds, the templates of tenants with new conversations.",
+        ),
+    ] = 600.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the proxy in the foreground. Point the agent's base URL at http://HOST:PORT/v1
@@ -92,7 +124,7 @@ def proxy_command(
 
       kindling proxy --upstream http://127.0.0.1:11434/v1 --db postgresql://kindling@db/kindling
 
-      kindling proxy --upstream https://api.openai.com/v1 --host 0.0.0.0 --token "$TOKEN" --upstream-key-env OPENAI_API_KEY
+      kindling proxy --upstream https://api.openai.com/v1 --host 0.0.0.0 --allow-host proxy.internal --token "$TOKEN" --upstream-key-env OPENAI_API_KEY
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -103,6 +135,8 @@ def proxy_command(
         raise ConfigError(
             "--upstream is required: the base URL to forward to (e.g. https://api.openai.com/v1)."
         )
+    if read_timeout <= 0 or build_interval < 0:
+        raise ConfigError("--read-timeout must be above 0 seconds and --build-interval 0 or more.")
     settings = ProxySettings.resolve(
         upstream,
         host=host,
@@ -114,15 +148,17 @@ def proxy_command(
         template=template,
         templates=templates,
         budget=budget,
+        allow_hosts=tuple(allow_host or ()),
+        read_timeout=read_timeout,
+        build_every=build_every,
+        build_interval=build_interval if build_every else 0.0,
         **({} if max_body_mb is None else {"max_body_bytes": max_body_mb * 1024 * 1024}),
     )
-    err_console.print(
-        f"kindling proxy on {settings.base_url} -> {settings.upstream}; recording to "
-        f"{_shown(settings.db)}; warm-up {'on' if settings.warm else 'off'}",
-        markup=False,
-        soft_wrap=True,
+    serve(
+        settings,
+        log_level=log_level,
+        announce=lambda line: err_console.print(line, markup=False, soft_wrap=True),
     )
-    serve(settings, log_level=log_level)
 
 
 @proxy_app.command("path")
@@ -169,13 +205,104 @@ def status_command(
         print_json(data)
         return
     recorder = data["recorder"]
+    template = data.get("template") or {}
     console.print(
-        f"upstream {data['upstream']}, warm-up {'on' if data['warm'] else 'off'}\n"
+        f"upstream {data['upstream']}, warm-up {'on' if data['warm'] else 'off'}, tenant {data.get('tenant')}\n"
+        f"{template.get('summary', '')}\n"
+        f"conversations {data['conversations']} ({data['warmed']} warmed, {data.get('branches', 0)} branches), "
+        f"{data['replies']} replies, {data.get('unverified_turns', 0)} unverified assistant turns\n"
         f"store {recorder['store']} ({recorder['store_state']}): {recorder['written']} writes, "
         f"{recorder['pending']} pending, {recorder['dropped']} dropped",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
+
+
+token_app = typer.Typer(
+    help="The tenants' tokens: each tenant's conversations, labels and warm-ups are its own.",
+    no_args_is_help=True,
+)
+proxy_app.add_typer(token_app, name="token")
+
+
+@contextlib.contextmanager
+def _tokens(db: str | None) -> Iterator[Any]:
+    from kindling.proxy import default_db
+    from kindling.proxy.recorder import ProxyStore
+    from kindling.proxy.tenants import TenantTokens
+
+    store = ProxyStore(db or default_db())
+    try:
+        yield TenantTokens(store)
+    finally:
+        store.close()
+
+
+@token_app.command("create")
+def token_create(
+    tenant: Annotated[
+        str, typer.Option("--tenant", help="The tenant the token acts for: letters, digits, '-', '_', '.'.")
+    ],
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Create a token for a tenant and print it once (it is stored only as a digest).
+
+    A proxy with tenant tokens refuses requests without a token it knows; the tenant's clients send
+    theirs in the X-Kindling-Token header (or as their API key when the proxy holds the upstream key).
+
+    Example:
+
+      kindling proxy token create --tenant alice
+    """
+    with _tokens(db) as tokens:
+        token, raw = tokens.create(tenant)
+    if json_output:
+        print_json({**token.as_dict(), "token": raw})
+        return
+    err_console.print(f"Token {token.id} for tenant {token.tenant} (shown once, keep it):", markup=False)
+    typer.echo(raw)
+
+
+@token_app.command("list")
+def token_list(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """List the tenants' tokens (ids and tenants, never the secrets)."""
+    with _tokens(db) as store:
+        tokens = store.list()
+    if json_output:
+        print_json({"tokens": [t.as_dict() for t in tokens]})
+        return
+    if not tokens:
+        console.print("No tenant tokens: create one with `kindling proxy token create --tenant NAME`.")
+        return
+    from datetime import datetime, timezone
+
+    for t in tokens:
+        when = datetime.fromtimestamp(t.created_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
+        state = "live" if t.revoked_at is None else "revoked"
+        console.print(f"{t.id}  {t.tenant}  {state}  created {when} UTC", markup=False, highlight=False)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[
+        str | None, typer.Argument(help="The token's id (see `kindling proxy token list`).")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Revoke every live token of this tenant.")
+    ] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Revoke a token (or all of a tenant's); a running proxy refuses it within seconds."""
+    with _tokens(db) as tokens:
+        revoked = tokens.revoke(token_id, tenant=tenant)
+    if json_output:
+        print_json({"revoked": [t.as_dict() for t in revoked]})
+        return
+    for t in revoked:
+        console.print(f"Revoked {t.id} (tenant {t.tenant}).", markup=False, highlight=False)
 
 
 def _shown(target: str) -> str:

@@ -198,8 +198,15 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         min_messages: Annotated[
-            int, typer.Option("--min-messages", min=0, help="Skip sessions shorter than this.")
-        ] = 20,
+            int | None,
+            typer.Option(
+                "--min-messages",
+                min=0,
+                help="Skip sessions shorter than this. Default: 20, or 3 when every source is a store "
+                "kindling's proxy recorded (chats are short).",
+                show_default=False,
+            ),
+        ] = None,
         max_sessions: Annotated[
             int | None, typer.Option("--max-sessions", min=0, help="Stop after mining this many sessions.")
         ] = None,
@@ -232,18 +239,44 @@ def register(app: typer.Typer) -> None:
                 "(<user_id_1>). Credentials are hidden either way.",
             ),
         ] = False,
+        tenant: Annotated[
+            str | None,
+            typer.Option(
+                "--tenant",
+                help="From a proxy store: mine this tenant's conversations only; the template is the "
+                "tenant's (no other tenant warms from it unless it is shared).",
+                show_default=False,
+            ),
+        ] = None,
+        all_tenants: Annotated[
+            bool,
+            typer.Option(
+                "--all-tenants", help="From a proxy store holding several tenants: mine all of them together."
+            ),
+        ] = False,
+        trust_client_history: Annotated[
+            bool,
+            typer.Option(
+                "--trust-client-history",
+                help="From a proxy store imported from elsewhere: mine the assistant turns the proxy never "
+                "relayed too (marked unverified). Default: only replies the proxy relayed are mined.",
+            ),
+        ] = False,
         json_output: JsonOption = False,
     ) -> None:
         """Mine past sessions into a named template: the successful past tasks and the calls that worked.
 
         Rebuilding an existing name makes a new version (none when nothing changed) and keeps its
-        type, tags, description and system prompt unless given.
+        type, tags, description and system prompt unless given. A rebuild that changes a shared
+        template saves it unshared (share it again after reviewing it).
 
         Examples:
 
             kindling build coding ~/.hermes/state.db --tag python
 
             kindling build web runs/*.jsonl --task-type research --min-messages 5 --json
+
+            kindling build main "$(kindling proxy path)" --tenant default
         """
         from kindling.config import hermes_state_db
         from kindling.templates.build import build_template_with_report
@@ -280,6 +313,9 @@ def register(app: typer.Typer) -> None:
                 format=format,
                 on_progress=advance,
                 per_tool=per_tool,
+                tenant=tenant,
+                all_tenants=all_tenants,
+                trust_client_history=trust_client_history,
                 **filters,
             )
         _warn_problems(opened)  # e.g. the file it replaced was corrupt (a copy is kept)
@@ -311,6 +347,19 @@ def register(app: typer.Typer) -> None:
                 markup=False,
                 highlight=False,
             )
+        if t.tenant:
+            console.print(
+                f"Tenant {t.tenant}: no other tenant warms from it unless it is shared.",
+                markup=False,
+                soft_wrap=True,
+            )
+        if result.unshared:
+            console.print(
+                f"It was shared; this version holds something new and is not: review it and share it again "
+                f"with `kindling templates share {t.name}`.",
+                markup=False,
+                soft_wrap=True,
+            )
 
     templates_app = typer.Typer(
         help="List, show, delete, export and import templates, and show where they are stored.\n\n"
@@ -319,6 +368,9 @@ def register(app: typer.Typer) -> None:
         invoke_without_command=True,
     )
     app.add_typer(templates_app, name="templates")
+    from kindling.cli import sharing
+
+    sharing.register(templates_app)
 
     @templates_app.callback()
     def templates_group(
@@ -373,13 +425,37 @@ def register(app: typer.Typer) -> None:
     def show_command(
         name: Annotated[str, typer.Argument(help="Template name.")],
         version: Annotated[int | None, typer.Option("--version", "-v", help="An earlier version.")] = None,
+        provenance: Annotated[
+            bool,
+            typer.Option(
+                "--provenance",
+                help="Where each example and past task came from: source, session, tenant, verified or not.",
+            ),
+        ] = False,
         store: StoreOption = None,
         json_output: JsonOption = False,
     ) -> None:
-        """Show one template: its fields, versions and examples."""
+        """Show one template: its fields, versions and examples (or, with --provenance, where they came from)."""
         opened = _store(store)
         template = opened.get(name, version)
         versions = opened.versions(name)
+        if provenance:
+            from kindling.cli.sharing import print_provenance
+            from kindling.templates.provenance import provenance_rows, provenance_summary
+
+            if json_output:
+                data = {"name": template.name, "version": template.version, "tenant": template.tenant}
+                print_json(
+                    {
+                        **data,
+                        "shared": template.shared,
+                        "summary": provenance_summary(template),
+                        "provenance": provenance_rows(template),
+                    }
+                )
+            else:
+                print_provenance(template)
+            return
         if json_output:
             print_json({**template.model_dump(mode="json"), "versions": versions})
             return
@@ -393,6 +469,8 @@ def register(app: typer.Typer) -> None:
             "usage_count",
             "created_at",
             "updated_at",
+            "tenant",
+            "shared",
         ):
             value = summary[key]
             console.print(f"[bold]{key}[/]: {', '.join(value) if isinstance(value, list) else value}")
@@ -553,6 +631,10 @@ def register(app: typer.Typer) -> None:
         )
         _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
+        from kindling.templates.provenance import provenance_of_calls
+
+        # Where each example shown came from: source, session, tenant, verified or not.
+        data["provenance"] = provenance_of_calls(result.template, result.messages)
         if prefill_file is not None:
             from kindling.integrations.hermes import write_prefill
 

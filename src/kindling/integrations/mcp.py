@@ -202,10 +202,13 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-async def _warm_session(_ctx: Any, args: dict[str, Any], _settings: McpSettings) -> _Output:
+async def _warm_session(_ctx: Any, args: dict[str, Any], settings: McpSettings) -> _Output:
+    from kindling.config import hermes_state_db
     from kindling.integrations.warm_tool import warm_session
 
-    data = json.loads(await anyio.to_thread.run_sync(warm_session, args))
+    # A client builds only from the sources the server was started with, never from files it names.
+    sources = list(settings.sources) or [str(hermes_state_db())]
+    data = json.loads(await anyio.to_thread.run_sync(partial(warm_session, args, sources=sources)))
     if not data.get("success"):
         raise ToolCallError(str(data.get("error") or "warm_session failed."))
     action = data.get("action")
@@ -540,9 +543,15 @@ def _error(message: str) -> types.CallToolResult:
 # -- resources -------------------------------------------------------------------------------------
 
 
-def _list_resources() -> list[types.Resource]:
-    from kindling.templates.store import open_store
+def _templates() -> Any:
+    # What an MCP client here may read: the default tenant's templates, those without a tenant and
+    # the shared ones; never another tenant's (the proxy builds proxy-TENANT into the same store).
+    from kindling.templates.store import DEFAULT_TENANT, TenantTemplates, open_store
 
+    return TenantTemplates(open_store(), DEFAULT_TENANT)
+
+
+def _list_resources() -> list[types.Resource]:
     resources = [
         types.Resource(
             name=f"memory/{target}",
@@ -552,7 +561,7 @@ def _list_resources() -> list[types.Resource]:
         )
         for target in MEMORY_TARGETS
     ]
-    for template in open_store().list():
+    for template in _templates().list():
         summary = template.summary()
         resources.append(
             types.Resource(
@@ -569,13 +578,12 @@ def _read_resource(uri: str) -> tuple[str, str]:
     """Return (mime type, text) of a kindling resource. Raises ToolCallError for an unknown one."""
     from kindling.review.memory import TARGET_FILES, memories_dir
     from kindling.templates.model import validate_name
-    from kindling.templates.store import open_store
 
     prefix_templates = TEMPLATE_URI.split("{", 1)[0]
     prefix_memory = MEMORY_URI.split("{", 1)[0]
     if uri.startswith(prefix_templates):
         name = validate_name(uri[len(prefix_templates) :])
-        template = open_store().get(name)
+        template = _templates().get(name)
         return "application/json", template.model_dump_json(indent=2)
     if uri.startswith(prefix_memory):
         target = uri[len(prefix_memory) :]
@@ -703,19 +711,44 @@ def is_loopback(host: str) -> bool:
 
 
 def http_app(
-    settings: McpSettings | None = None, *, host: str = "127.0.0.1", token: str | None = None
+    settings: McpSettings | None = None,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    allow_hosts: Sequence[str] = (),
 ) -> Any:
     """Return the streamable-HTTP ASGI app at ``/mcp``; with ``token`` every request needs that bearer token.
 
+    Whatever ``host`` it listens on, requests must name it (or localhost, a loopback address, or one
+    of ``allow_hosts``) in their Host header, come from no other web page (Origin) and send JSON
+    bodies: a browser cannot forge them, whatever name it is tricked into resolving to this machine.
     Raises ConfigError when ``host`` is not loopback and there is no token.
     """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from kindling.httpguard import ForgeryGuard, allowed_hosts
+
     if not token and not is_loopback(host):
         raise ConfigError(
             f"kindling mcp will not listen on {host} without a bearer token: pass --token or set {TOKEN_ENV} "
             "(or listen on 127.0.0.1)."
         )
-    app = create_server(settings).streamable_http_app(host=host)
-    return _BearerAuth(app, token) if token else app
+    names = sorted(allowed_hosts(host, allow_hosts) | {host.strip("[]")})
+    shown = [f"[{name}]" if ":" in name else name for name in names]
+    # The SDK's own check, given the same names (it would guard only 127.0.0.1, localhost and ::1).
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}{port}" for name in shown for port in ("", ":*")],
+        allowed_origins=[
+            f"{scheme}://{name}{port}"
+            for name in shown
+            for scheme in ("http", "https")
+            for port in ("", ":*")
+        ],
+    )
+    app = create_server(settings).streamable_http_app(host=host, transport_security=security)
+    guarded = ForgeryGuard(app, allowed_hosts(host, allow_hosts))
+    return _BearerAuth(guarded, token) if token else guarded
 
 
 class _BearerAuth:
@@ -753,9 +786,22 @@ def run_http(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     log_level: str = "warning",
+    allow_hosts: Sequence[str] = (),
+    read_timeout: float = 20.0,
 ) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted. Raises ConfigError (see ``http_app``)."""
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted; a request's headers and
+    body must arrive within ``read_timeout`` seconds. Raises ConfigError (see ``http_app``, and when
+    the port is taken: said before anything is served)."""
     import uvicorn
 
-    app = http_app(settings, host=host, token=token)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    from kindling.httpguard import bind_socket, with_request_deadline
+
+    app = http_app(settings, host=host, token=token, allow_hosts=allow_hosts)
+    sock = bind_socket(host, port)
+    try:
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+        config.load()
+        config.http_protocol_class = with_request_deadline(config.http_protocol_class, read_timeout)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

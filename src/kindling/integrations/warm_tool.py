@@ -4,13 +4,14 @@
 the data, or ``{"success": false, "error": "..."}``. Templates live in the default store
 (``$KINDLING_TEMPLATE_STORE`` or ``$KINDLING_HOME/templates``); sessions are read from
 ``$HERMES_HOME/state.db`` unless ``sources`` name other session files (database URLs are refused:
-the model does not choose which hosts kindling connects to).
+the model does not choose which hosts kindling connects to). A server that fixes its sources (the
+MCP server) passes them in; a call may then read only those.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kindling.errors import KindlingError
@@ -136,7 +137,17 @@ def _preview(messages: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _build(args: dict[str, Any]) -> dict[str, Any]:
+def _where(source: Any) -> str:
+    """A source as a comparable place: a URL as written, a path resolved."""
+    text = str(source)
+    if "://" in text:
+        return text
+    from pathlib import Path
+
+    return str(Path(text).expanduser().resolve())
+
+
+def _build(args: dict[str, Any], allowed: list[str] | None = None) -> dict[str, Any]:
     from kindling.config import hermes_state_db
     from kindling.templates.build import build_template_with_report
 
@@ -148,11 +159,20 @@ def _build(args: dict[str, Any]) -> dict[str, Any]:
     source_filter = _str(args, "source_filter")
     if source_filter:
         filters["source_filter"] = source_filter
-    sources: list[Any] = _str_list(args, "sources") or [hermes_state_db()]
-    if any("://" in source for source in sources if isinstance(source, str)):
+    sources: list[Any] = _str_list(args, "sources") or list(allowed or ()) or [hermes_state_db()]
+    if any("://" in source for source in sources if isinstance(source, str)) and allowed is None:
         # A model (perhaps steered by text it read) must not make kindling connect to a database
         # host of its choosing with the operator's credentials; people can, with `kindling build`.
         raise _BadArgument("sources must be session files on this machine, not database URLs.")
+    if allowed is not None:
+        # The server decides what may be read (an MCP client could otherwise name any file here,
+        # such as every user's proxy recordings): the sources it was started with, or some of them.
+        permitted = {_where(source) for source in allowed}
+        foreign = [source for source in sources if _where(source) not in permitted]
+        if foreign:
+            raise _BadArgument(
+                f"sources are fixed by the server (its --source options); {foreign[0]!r} is not one of them."
+            )
     result = build_template_with_report(
         name,
         sources,
@@ -165,10 +185,16 @@ def _build(args: dict[str, Any]) -> dict[str, Any]:
     return {"message": f"{verb} template {name!r} v{result.template.version}.", **result.as_dict()}
 
 
-def _list(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
+def _visible() -> TemplateStore:
+    """The templates an agent here may use: the default tenant's, those without a tenant, and the
+    shared ones; never another tenant's (the proxy builds ``proxy-TENANT`` into the same store)."""
+    from kindling.templates.store import DEFAULT_TENANT, TenantTemplates, open_store
 
-    store = open_store()
+    return TenantTemplates(open_store(), DEFAULT_TENANT)
+
+
+def _list(args: dict[str, Any]) -> dict[str, Any]:
+    store = _visible()
     templates = [t.summary() for t in store.list()]
     return {"templates": templates, "count": len(templates), "problems": _problems(store)}
 
@@ -178,10 +204,9 @@ def _problems(store: TemplateStore) -> list[dict[str, str]]:
 
 
 def _load(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
     from kindling.warmup.warm import warm
 
-    store = open_store()
+    store = _visible()
     result = warm(
         _str(args, "name"),
         _str(args, "task") or "",
@@ -200,18 +225,18 @@ def _delete(args: dict[str, Any]) -> dict[str, Any]:
     from kindling.templates.store import open_store
 
     name = _required(args, "name")
+    _visible().get(name)  # another tenant's template is not there for an agent to delete
     open_store().delete(name)
     return {"message": f"Deleted template {name!r}."}
 
 
 def _inject(args: dict[str, Any]) -> dict[str, Any]:
-    from kindling.templates.store import open_store
     from kindling.warmup.warm import inject_warm
 
     messages = args.get("messages")
     if not isinstance(messages, list):
         raise _BadArgument("messages must be the conversation: a list of OpenAI-format messages.")
-    store = open_store()
+    store = _visible()
     merged, result = inject_warm(
         messages,
         _str(args, "name"),
@@ -241,10 +266,12 @@ _HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def warm_session(args: dict[str, Any]) -> str:
+def warm_session(args: dict[str, Any], *, sources: Sequence[str] | None = None) -> str:
     """Handle a ``warm_session`` call; return its JSON result. Never raises.
 
-    Success: ``{"success": true, "action": ..., ...data}``; failure: ``{"success": false, "error": ...}``.
+    ``sources``, when given, are the only sources ``build`` may read (the MCP server's): by
+    default, and any a call names must be among them. Success: ``{"success": true, "action": ...,
+    ...data}``; failure: ``{"success": false, "error": ...}``.
     """
     if not isinstance(args, dict):
         return json.dumps({"success": False, "error": "Arguments must be a JSON object."})
@@ -255,7 +282,7 @@ def warm_session(args: dict[str, Any]) -> str:
             {"success": False, "error": f"action must be one of {', '.join(ACTIONS)}, not {action!r}."}
         )
     try:
-        data = handler(args)
+        data = _build(args, list(sources)) if handler is _build and sources is not None else handler(args)
     except (_BadArgument, KindlingError) as exc:
         return json.dumps({"success": False, "action": action, "error": str(exc)})
     return json.dumps({"success": True, "action": action, **data}, default=str)

@@ -45,6 +45,11 @@ class Example(BaseModel):
     ``result`` is the real tool result (truncated with a visible marker when long; never a
     placeholder). ``count`` is how many times the same tool was called with the same canonical
     arguments; ``last_seen`` is the newest session start time (epoch seconds) it was seen in.
+
+    Provenance: ``source`` and ``session_id`` say where it was seen, ``tenant`` whose experience it
+    is (None: a source without tenants), ``verified`` whether the call is one kindling's proxy
+    relayed from the model itself (None: the source cannot say; False: a client's history trusted
+    as it was sent).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -60,3 +65,5 @@ class Example(BaseModel):
     position: int = 0
     count: int = 1
     last_seen: float | None = None
+    tenant: str | None = None
+    verified: bool | None = None

@@ -363,7 +363,10 @@ def mine_rows(run: MiningPass, sessions: Iterable[SessionRows]) -> None:
                     call_id = call.id
                     if call.requestor != "assistant":
                         foreign.add(call_id)
-                        skipped["user_tool_call"] += 1
+                        # tau2-bench's simulated user, or a turn the proxy never relayed ("unverified").
+                        skipped[
+                            "unverified_tool_call" if call.requestor == "unverified" else "user_tool_call"
+                        ] += 1
                         continue
                     # An id still waiting for its result is a duplicate; an id already answered
                     # may be reused by a later turn (providers that number calls per turn, e.g.

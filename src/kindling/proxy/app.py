@@ -5,12 +5,16 @@ Requests are forwarded with one shared ``httpx.AsyncClient``. Responses go back 
 status, headers and body; event streams are passed on chunk by chunk as they arrive. kindling's own
 work (recognising the conversation, warm-up, recording) never decides whether a call succeeds: when
 it fails the client's bytes go upstream unchanged and one line is logged.
+
+Before any of that, a request must be one no browser forged (``kindling.httpguard``: its Host, its
+Origin, a JSON body) and carry a token the proxy accepts, which names its tenant
+(``kindling.proxy.tenants``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -20,22 +24,23 @@ import httpx
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from kindling.errors import ConfigError
+from kindling.httpguard import allowed_hosts, check_request, has_dot_segments
 from kindling.proxy import responses
 from kindling.proxy.anthropic import StreamedMessage, reply_of_message
+from kindling.proxy.builder import TemplateBuilder
 from kindling.proxy.conversations import CHAT, MESSAGES, RESPONSES, Conversations, Turn
 from kindling.proxy.recorder import ProxyStore, Recorder
 from kindling.proxy.reply import StreamedReply, reply_of_response
 from kindling.proxy.responses import StreamedResponse
 from kindling.proxy.settings import ProxySettings, is_loopback
+from kindling.proxy.tenants import TOKEN_HEADER, Refusal, TenantAuth, TenantTokens
 
 __all__ = ["TOKEN_HEADER", "create_app"]
 
 log = logging.getLogger("kindling.proxy")
-
-#: The header a client sends the proxy's token in (beside its own Authorization for the upstream).
-TOKEN_HEADER = "x-kindling-token"
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones httpx sets itself never pass through.
 _REQUEST_DROP = frozenset(
@@ -79,6 +84,20 @@ def create_app(
         templates=settings.templates,
         budget=settings.budget,
     )
+    auth = TenantAuth(
+        TenantTokens(proxy_store), token=settings.token, upstream_key=settings.upstream_key is not None
+    )
+    builder = TemplateBuilder(
+        recorder,
+        templates=settings.templates,
+        every=settings.build_every,
+        interval=settings.build_interval,
+        gap=settings.build_gap,
+        on_built=conversations.templates_changed,
+    )
+    conversations.on_conversation = builder.conversation_started
+    hosts = allowed_hosts(settings.host, settings.allow_hosts)
+    shown_upstream = settings.shown_upstream
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,9 +107,15 @@ def create_app(
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
             transport=transport,
         )
+        # Who may ask is known before the first request is answered.
+        await asyncio.to_thread(auth.read)
+        refresher = asyncio.ensure_future(auth.refresh_forever())
+        builder.start()
         try:
             yield
         finally:
+            refresher.cancel()
+            builder.stop()
             await app.state.client.aclose()
             recorder.stop()
             proxy_store.close()
@@ -105,22 +130,34 @@ def create_app(
     app.state.settings = settings
     app.state.recorder = recorder
     app.state.conversations = conversations
+    app.state.auth = auth
+    app.state.builder = builder
 
     # Checked in each route rather than in a middleware, which would sit in every streamed chunk's path.
-    def refused(request: Request) -> Response | None:
-        if settings.token and not _authorized(request, settings):
-            return _error(401, f"kindling proxy: send the proxy's token in the {TOKEN_HEADER} header.")
-        return None
+    async def admitted(request: Request, *, forms: bool = False) -> str | Response:
+        """The request's tenant, or the response refusing it."""
+        headers = _judged_headers(request.scope["headers"])
+        forged = check_request(request.method, headers, hosts, forms=forms)
+        if forged is not None:
+            status_code, reason = forged
+            return _error(status_code, f"kindling proxy: {reason}.")
+        try:
+            return await auth.tenant_of(headers)
+        except Refusal as refusal:
+            return _error(refusal.status, str(refusal))
 
     @app.get("/kindling/status")
     async def status(request: Request) -> Any:
-        if (refusal := refused(request)) is not None:
-            return refusal
+        tenant = await admitted(request)
+        if isinstance(tenant, Response):
+            return tenant
         return {
-            "upstream": settings.upstream,
+            "upstream": shown_upstream,
             "warm": settings.warm,
+            "tenant": tenant,
             "conversations_cached": len(conversations.cache),
             **conversations.counts,
+            "template": builder.status(tenant, conversations.tenant_counts(tenant)),
             "recorder": recorder.status(),
         }
 
@@ -137,14 +174,18 @@ def create_app(
         return await _conversation(request, "responses", RESPONSES)
 
     async def _conversation(request: Request, path: str, api: str) -> Response:
-        if (refusal := refused(request)) is not None:
-            return refusal
-        raw = await _body(request, settings.max_body_bytes)
+        tenant = await admitted(request)
+        if isinstance(tenant, Response):
+            return tenant
+        try:
+            raw = await _body(request, settings.max_body_bytes)
+        except ClientDisconnect:
+            return _gone()
         if raw is None:
             return _too_large(settings)
         turn: Turn | None = None
         try:
-            turn = await conversations.begin(raw, request.headers, api)
+            turn = await conversations.begin(raw, request.headers, api, tenant)
         except Exception as exc:
             log.warning("could not record or warm a request, forwarding it unchanged: %s", _one_line(exc))
         body = turn.upstream_body if turn is not None and turn.upstream_body is not None else raw
@@ -154,9 +195,15 @@ def create_app(
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     async def passthrough(path: str, request: Request) -> Response:
-        if (refusal := refused(request)) is not None:
-            return refusal
-        body = await _body(request, settings.max_body_bytes)
+        tenant = await admitted(request, forms=True)
+        if isinstance(tenant, Response):
+            return tenant
+        if has_dot_segments(request.scope.get("raw_path", b"").decode("latin-1")) or has_dot_segments(path):
+            return _error(400, "kindling proxy: paths with '.' or '..' segments are not forwarded.")
+        try:
+            body = await _body(request, settings.max_body_bytes)
+        except ClientDisconnect:
+            return _gone()
         if body is None:
             return _too_large(settings)
         headers = _upstream_headers(request, settings, MESSAGES if path.startswith("messages") else CHAT)
@@ -178,10 +225,11 @@ def create_app(
         try:
             upstream = await client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
-            return _error(504, f"kindling proxy: the upstream timed out: {_one_line(exc)}")
+            return _error(504, f"kindling proxy: the upstream timed out: {_hidden(_one_line(exc), settings)}")
         except httpx.HTTPError as exc:
             return _error(
-                502, f"kindling proxy: cannot reach the upstream {settings.upstream}: {_one_line(exc)}"
+                502,
+                f"kindling proxy: cannot reach the upstream {shown_upstream}: {_hidden(_one_line(exc), settings)}",
             )
         response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP}
         if upstream.headers.get("content-type", "").startswith("text/event-stream"):
@@ -192,7 +240,9 @@ def create_app(
         try:
             content = b"".join([chunk async for chunk in upstream.aiter_raw()])
         except httpx.HTTPError as exc:
-            return _error(502, f"kindling proxy: the upstream broke off its answer: {_one_line(exc)}")
+            return _error(
+                502, f"kindling proxy: the upstream broke off its answer: {_hidden(_one_line(exc), settings)}"
+            )
         finally:
             await upstream.aclose()
         if turn is not None and upstream.status_code == 200 and "content-encoding" not in upstream.headers:
@@ -266,23 +316,28 @@ def create_app(
     return app
 
 
-def _authorized(request: Request, settings: ProxySettings) -> bool:
-    token = settings.token or ""
-    given = request.headers.get(TOKEN_HEADER)
-    if given is not None and hmac.compare_digest(given.encode(), token.encode()):
-        return True
-    if settings.upstream_key:
-        # The proxy holds the upstream key, so the client's API key may be the proxy token: in
-        # Authorization (OpenAI clients) or in x-api-key (Anthropic clients).
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer ") and hmac.compare_digest(
-            auth[7:].strip().encode(), token.encode()
-        ):
-            return True
-        key = request.headers.get("x-api-key")
-        if key is not None and hmac.compare_digest(key.strip().encode(), token.encode()):
-            return True
-    return False
+_JUDGED = frozenset(
+    {
+        b"host",
+        b"origin",
+        b"content-type",
+        b"content-length",
+        b"transfer-encoding",
+        b"authorization",
+        b"x-api-key",
+        TOKEN_HEADER.encode(),
+    }
+)
+
+
+def _judged_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The headers admission reads, in one pass (a Headers lookup scans them all each time); the
+    first of a repeated header counts, as Starlette's ``get`` has it."""
+    found: dict[str, str] = {}
+    for name, value in raw:
+        if name in _JUDGED:
+            found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return found
 
 
 def _upstream_headers(request: Request, settings: ProxySettings, api: str = CHAT) -> dict[str, str]:
@@ -305,7 +360,8 @@ async def _body(request: Request, limit: int) -> bytes | None:
 
     A declared Content-Length past the limit is refused before anything is read (the HTTP parser
     never delivers more than the length declared); a chunked body is read up to the limit and no
-    further, so a client cannot make the proxy hold more than that in memory.
+    further, so a client cannot make the proxy hold more than that in memory. Raises
+    ClientDisconnect when the client leaves (or is cut off at the read deadline) first.
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit():
@@ -328,8 +384,22 @@ def _too_large(settings: ProxySettings) -> JSONResponse:
     )
 
 
+def _gone() -> Response:
+    # The client left before its body arrived: nothing goes upstream, and nobody reads this.
+    return Response(status_code=400)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": "kindling_proxy_error"}}, status_code=status)
+
+
+def _hidden(text: str, settings: ProxySettings) -> str:
+    """``text`` without the credentials the upstream URL carries, should an error quote it."""
+    parts = httpx.URL(settings.upstream)
+    for secret in (parts.password, parts.username):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _one_line(exc: BaseException) -> str:

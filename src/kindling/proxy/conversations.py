@@ -7,12 +7,22 @@ chooses the warm-up once. ``Turn.upstream_body`` is the body to send: the client
 bytes unchanged when nothing is inserted, else the same JSON with the conversation's warm-up block
 (cached bytes, identical on every request) after the leading system messages.
 ``Conversations.finish`` records the reply after the client has it.
+
+Every request belongs to a tenant (see ``kindling.proxy.tenants``): its conversations, labels and
+digests are its own, and its warm-up draws only on its templates and the shared ones.
+
+What a client sends is recorded as sent, but only a reply the proxy relayed is the model's: an
+assistant message a client sends is verified only when the digest of the conversation up to it
+(with it) is one the proxy recorded after relaying that reply. A request whose history diverges
+from its conversation's record (an edited or regenerated turn, a retry answered twice) starts a
+branch, a new session that names the one it left, so nothing recorded is overwritten or dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import inspect
 import logging
 import re
@@ -29,6 +39,7 @@ from kindling.errors import NotFoundError
 from kindling.proxy import anthropic, responses
 from kindling.proxy.identity import Conversation, ConversationCache, PrefixHasher, last_assistant_index
 from kindling.proxy.recorder import MessageRow, PrefixRow, Recorder, SessionRow, Write
+from kindling.sessions.recorded import DEFAULT_TENANT
 
 __all__ = ["CHAT", "MESSAGES", "RESPONSES", "Conversations", "Turn", "WarmChoice", "warm_disabled_by"]
 
@@ -70,6 +81,9 @@ class Turn:
     model: str | None
     api: str = CHAT
     stateful: bool = False
+    tenant: str = DEFAULT_TENANT
+    messages: list[Any] | None = None
+    digest: str | None = None
 
 
 def warm_disabled_by(headers: Mapping[str, str]) -> bool:
@@ -117,18 +131,33 @@ class Conversations:
         self.budget = budget
         self.cache = ConversationCache(cache_size)
         self._template_store: Any = None
+        self._views: dict[str, Any] = {}
         # Templates are re-read at most every TEMPLATES_TTL seconds, and the examples limited to a
         # request's tools kept per tool set, so a first request pays selection only, not file reads.
-        self._limited: dict[frozenset[str], list[Any]] = {}
+        self._limited: dict[tuple[str, frozenset[str]], list[Any]] = {}
         self._limited_from: Any = None
         self._lock = threading.Lock()
         # What /kindling/status reports: conversations seen, requests that continued one, warm-ups.
-        self.counts = {"conversations": 0, "continued": 0, "warmed": 0, "replies": 0}
+        self.counts = {
+            "conversations": 0,
+            "continued": 0,
+            "warmed": 0,
+            "replies": 0,
+            "branches": 0,
+            "unverified_turns": 0,
+        }
+        # Per tenant: conversations started and warmed by this proxy (see ``tenant_counts``).
+        self.by_tenant: dict[str, list[int]] = {}
+        # Called with a tenant and the template it was warmed from (or None) each time one of its
+        # conversations starts: the background builder counts them.
+        self.on_conversation: Any = None
 
     # -------------------------------------------------------------------------- before upstream
 
-    async def begin(self, raw: bytes, headers: Mapping[str, str], api: str = CHAT) -> Turn | None:
-        """Recognise and record the request; return its Turn (None when the body is not a chat).
+    async def begin(
+        self, raw: bytes, headers: Mapping[str, str], api: str = CHAT, tenant: str = DEFAULT_TENANT
+    ) -> Turn | None:
+        """Recognise and record the request of ``tenant``; return its Turn (None when the body is not a chat).
 
         ``api`` is ``CHAT`` (a chat completion), ``MESSAGES`` (Anthropic's Messages API) or
         ``RESPONSES`` (OpenAI's Responses API); the latter two are recognised and recorded as their
@@ -142,7 +171,8 @@ class Conversations:
         elif api == RESPONSES:
             kept = responses.state_key(data)
             if kept is not None:
-                return await self._continue_kept(data, headers, *kept)
+                key, after_response = kept
+                return await self._continue_kept(data, headers, _scoped(key, tenant), after_response, tenant)
             messages = responses.canonical_messages(data)
         else:
             messages = data.get("messages")
@@ -151,28 +181,60 @@ class Conversations:
         now = time.time()
         started = time.perf_counter()
         warm_off = warm_disabled_by(headers)
-        hasher = PrefixHasher()
+        hasher = PrefixHasher(_seed(tenant))
         conversation: Conversation | None = None
         explicit = _explicit_session(headers)
         last = last_assistant_index(messages)
-        for message in messages[: last + 1]:
-            hasher.feed(message if isinstance(message, Mapping) else {})
+        count = len(messages)
+        fed = 0
         if explicit:
-            conversation = self.cache.get("s:" + explicit) or await self._lookup(explicit, by_session=True)
-        elif last >= 0:
-            conversation = self.cache.get(hasher.digest()) or await self._lookup(hasher.digest())
-        for message in messages[last + 1 :]:
+            conversation = self.cache.get(_label_key(tenant, explicit)) or await self._lookup_label(
+                tenant, explicit
+            )
+        else:
+            for message in messages[: last + 1]:
+                hasher.feed(message if isinstance(message, Mapping) else {})
+            fed = last + 1
+            if last >= 0:
+                conversation = self.cache.get(hasher.digest()) or await self._lookup(hasher.digest())
+        # Where the request should agree with the record: the digest of its first `mark` messages.
+        mark = conversation.message_count if conversation is not None else -1
+        at_mark = hasher.digest() if fed == mark else None
+        for index in range(fed, count):
+            message = messages[index]
             hasher.feed(message if isinstance(message, Mapping) else {})
+            if index + 1 == mark:
+                at_mark = hasher.digest()
+        digest = hasher.digest()
+
+        left: Conversation | None = None
+        if (
+            conversation is not None
+            and conversation.digest is not None
+            and mark >= fed
+            and (count < mark or at_mark != conversation.digest)
+        ):
+            # The history differs from what this conversation recorded: a branch of its own.
+            left, conversation = conversation, None
 
         write: Write | None = None
         if conversation is None:
-            session_id = explicit or _new_session_id()
-            choice = WarmChoice(None, "off")
-            if last < 0 and self.warm and not warm_off:
-                choice = await self._choose_warm(messages, data.get("tools"), api)
-            conversation = Conversation(session_id, 0, choice.block, choice.state)
-            self.counts["conversations"] += 1
-            self.counts["warmed"] += choice.state == "on"
+            if left is not None:
+                choice = WarmChoice(left.warm_block, left.warm_state)
+                self.counts["branches"] += 1
+            else:
+                choice = WarmChoice(None, "off")
+                if last < 0 and self.warm and not warm_off:
+                    choice = await self._choose_warm(messages, data.get("tools"), api, tenant)
+                self.counts["conversations"] += 1
+                self.counts["warmed"] += choice.state == "on"
+                self._count_tenant(tenant, choice.template if choice.state == "on" else None)
+            session_id = (
+                _new_session_id()
+                if left is not None or tenant != DEFAULT_TENANT
+                else (explicit or _new_session_id())
+            )
+            conversation = Conversation(session_id, 0, choice.block, choice.state, None, explicit)
             session = SessionRow(
                 session_id,
                 now,
@@ -180,28 +242,23 @@ class Conversations:
                 choice.state,
                 choice.block.decode("utf-8") if choice.block else None,
                 choice.template,
+                tenant=tenant,
+                label=explicit,
+                parent_id=left.session_id if left is not None else None,
             )
             write = Write(session_id, now, session=session)
         else:
             self.counts["continued"] += 1
         if explicit:
-            self.cache.put("s:" + explicit, conversation)
+            self.cache.put(_label_key(tenant, explicit), conversation)
 
         first = conversation.message_count
-        if first < len(messages):
+        if first < count:
             write = write or Write(conversation.session_id, now)
-            for seq in range(first, len(messages)):
-                message = messages[seq]
-                write.messages.append(
-                    MessageRow(
-                        conversation.session_id,
-                        seq,
-                        str(message.get("role")) if isinstance(message, Mapping) else "unknown",
-                        message,
-                        now,
-                    )
-                )
-            conversation.message_count = len(messages)
+            self._record(write, messages, first, tenant, now)
+            conversation.message_count = count
+            conversation.digest = digest
+            write.digest = digest
         if write is not None:
             self.recorder.submit(write)
 
@@ -213,24 +270,67 @@ class Conversations:
             conversation,
             body,
             hasher,
-            len(messages),
+            count,
             started,
             model if isinstance(model, str) else None,
             api,
+            tenant=tenant,
+            messages=messages,
+            digest=digest,
         )
 
+    def _record(self, write: Write, messages: list[Any], first: int, tenant: str, now: float) -> None:
+        """Add ``messages[first:]`` to ``write``; a client's assistant message verified only when relayed."""
+        digests: dict[int, str] = {}
+        if any(_role(m) == "assistant" for m in messages[first:]):
+            digests = _assistant_digests(messages, tenant)
+        session_id = write.session_id
+        for seq in range(first, len(messages)):
+            message = messages[seq]
+            role = _role(message)
+            verified: bool | None = None
+            found = digests.get(seq)
+            if found is not None:
+                # Relayed replies are known by the digest recorded after them (the cache holds the
+                # recent ones; a reader checks the store's too).
+                verified = self.cache.peek(found) is not None
+                if not verified:
+                    self.counts["unverified_turns"] += 1
+            write.messages.append(
+                MessageRow(session_id, seq, role, message, now, verified=verified, digest=found)
+            )
+
+    def _count_tenant(self, tenant: str, warmed_from: str | None) -> None:
+        counts = self.by_tenant.setdefault(tenant, [0, 0])
+        counts[0] += 1
+        counts[1] += warmed_from is not None
+        if self.on_conversation is not None:
+            self.on_conversation(tenant, warmed_from)
+
+    def templates_changed(self) -> None:
+        """Read the templates again on the next warm-up (a template was just built)."""
+        with self._lock:
+            if self._template_store is not None:
+                self._template_store.forget()
+
+    def tenant_counts(self, tenant: str) -> dict[str, int]:
+        """Conversations of ``tenant`` this proxy started, and how many of them it warmed."""
+        started, warmed = self.by_tenant.get(tenant, (0, 0))
+        return {"conversations": started, "warmed": warmed}
+
     async def _continue_kept(
-        self, data: dict[str, Any], headers: Mapping[str, str], key: str, after_response: bool
+        self, data: dict[str, Any], headers: Mapping[str, str], key: str, after_response: bool, tenant: str
     ) -> Turn | None:
         """Record a Responses request that sends only its new items: the upstream keeps the rest
-        (``previous_response_id``, or a ``conversation``), and ``key`` names it.
+        (``previous_response_id``, or a ``conversation``), and ``key`` names it for ``tenant``.
 
         After a response (``after_response``) the new messages go right after that response's reply,
         so a retried request records nothing twice; in a ``conversation`` they go at its end. A key
-        the proxy never saw (a response it did not forward) starts a conversation of its own, with
-        the request's instructions, never warmed: the upstream holds turns the proxy has not seen.
-        Nothing is inserted: the upstream already holds the warm-up the first request carried, and
-        the instructions a request repeats are recorded with the conversation's first only.
+        the proxy never saw for this tenant (a response it did not forward) starts a conversation of
+        its own, with the request's instructions, never warmed: the upstream holds turns the proxy
+        has not seen. Nothing is inserted: the upstream already holds the warm-up the first request
+        carried, and the instructions a request repeats are recorded with the conversation's first
+        only. An assistant message among the new items is the client's, never verified.
         """
         messages = responses.canonical_input(data)
         if messages is None:
@@ -240,31 +340,43 @@ class Conversations:
         explicit = _explicit_session(headers)
         write: Write | None = None
         if explicit:
-            found = self.cache.get("s:" + explicit) or await self._lookup(explicit, by_session=True)
+            found = self.cache.get(_label_key(tenant, explicit)) or await self._lookup_label(tenant, explicit)
         else:
             found = self.cache.get(key) or await (
                 self._lookup(key) if after_response else self._lookup_end(key)
             )
         if found is None:
             head = responses.instructions_message(data)
-            session_id = explicit or _new_session_id()
+            session_id = _new_session_id() if tenant != DEFAULT_TENANT else (explicit or _new_session_id())
             # What the key names: where the items sent after it go (after the instructions).
-            found = Conversation(session_id, len(head), None, "off")
+            found = Conversation(session_id, len(head), None, "off", None, explicit)
             self.cache.put(key, found)
             messages = [*head, *messages]
             self.counts["conversations"] += 1
-            session = SessionRow(session_id, now, now, "off")
+            self._count_tenant(tenant, None)
+            session = SessionRow(session_id, now, now, "off", tenant=tenant, label=explicit)
             write = Write(session_id, now, session=session, prefixes=(PrefixRow(key, session_id, len(head)),))
             first = 0
         else:
             self.counts["continued"] += 1
             first = found.message_count
         if explicit:
-            self.cache.put("s:" + explicit, found)
+            self.cache.put(_label_key(tenant, explicit), found)
         session_id = found.session_id
         write = write or Write(session_id, now)
         for seq, message in enumerate(messages, start=first):
-            write.messages.append(MessageRow(session_id, seq, str(message["role"]), message, now))
+            client_reply = message["role"] == "assistant"
+            self.counts["unverified_turns"] += client_reply
+            write.messages.append(
+                MessageRow(
+                    session_id,
+                    seq,
+                    str(message["role"]),
+                    message,
+                    now,
+                    verified=False if client_reply else None,
+                )
+            )
         self.recorder.submit(write)
         if after_response and not explicit:
             # A turn of its own: the response it started from still names the same place.
@@ -272,6 +384,7 @@ class Conversations:
         else:
             conversation = found
             conversation.message_count = max(conversation.message_count, first + len(messages))
+        conversation.digest = None  # the upstream holds the history: nothing here to compare with
         model = data.get("model")
         return Turn(
             conversation,
@@ -282,6 +395,7 @@ class Conversations:
             model if isinstance(model, str) else None,
             RESPONSES,
             stateful=True,
+            tenant=tenant,
         )
 
     async def _lookup_end(self, key: str) -> Conversation | None:
@@ -290,27 +404,38 @@ class Conversations:
         found = await self._lookup(key)
         if found is None:
             return None
-        at_end = await self._lookup(found.session_id, by_session=True)
+        at_end = await self._stored(self.recorder.store.find_session, found.session_id)
         if at_end is not None:
             self.cache.put(key, at_end)
         return at_end or found
 
-    async def _lookup(self, key: str, *, by_session: bool = False) -> Conversation | None:
+    async def _lookup(self, key: str) -> Conversation | None:
+        found = await self._stored(self.recorder.store.find_prefix, key)
+        if found is not None:
+            self.cache.put(key, found)
+        return found
+
+    async def _lookup_label(self, tenant: str, label: str) -> Conversation | None:
+        found = await self._stored(self.recorder.store.find_label, tenant, label)
+        if found is not None:
+            self.cache.put(_label_key(tenant, label), found)
+        return found
+
+    async def _stored(self, find: Any, *args: str) -> Conversation | None:
         if not self.recorder.store_up:
             return None
-        store = self.recorder.store
         try:
-            found = await asyncio.to_thread(store.find_session if by_session else store.find_prefix, key)
+            found: Conversation | None = await asyncio.to_thread(find, *args)
         except Exception as exc:
             log.warning("conversation lookup failed, treating the request as new: %s", _one_line(exc))
             return None
-        if found is not None:
-            self.cache.put(("s:" + key) if by_session else key, found)
         return found
 
     # -------------------------------------------------------------------------- warm-up
 
-    async def _choose_warm(self, messages: Sequence[Any], tools: Any, api: str) -> WarmChoice:
+    async def _choose_warm(
+        self, messages: Sequence[Any], tools: Any, api: str, tenant: str = DEFAULT_TENANT
+    ) -> WarmChoice:
         # The tools' names are read here, on a conversation's first request only.
         if api == MESSAGES:
             names = anthropic.tool_names(tools)
@@ -323,7 +448,7 @@ class Conversations:
         try:
             # On the event loop: about a millisecond of CPU, cheaper than handing the interpreter
             # back and forth with a worker thread while other requests wait for it.
-            choice = self._warm_block(messages, names, api)
+            choice = self._warm_block(messages, names, api, store=self._store(tenant))
         except Exception as exc:
             log.warning("warm-up failed, forwarding the conversation unwarmed: %s", _one_line(exc))
             return WarmChoice(None, "error")
@@ -331,27 +456,30 @@ class Conversations:
         # session, and a count written per conversation would cost every request a share of it.
         return choice
 
-    def _store(self) -> Any:
+    def _store(self, tenant: str = DEFAULT_TENANT) -> Any:
+        """The templates ``tenant`` may warm from: its own and the shared ones (re-read every few seconds)."""
         from kindling.proxy.templates import CachedTemplates
-        from kindling.templates.store import open_store
+        from kindling.templates.store import TenantTemplates, open_store
 
         with self._lock:
             if self._template_store is None:
                 self._template_store = CachedTemplates(open_store(self.templates_target), TEMPLATES_TTL)
-            return self._template_store
+            view = self._views.get(tenant)
+            if view is None:
+                view = self._views[tenant] = TenantTemplates(self._template_store, tenant)
+            return view
 
-    def _limited_templates(self, names: list[str]) -> list[Any]:
+    def _limited_templates(self, names: list[str], store: Any) -> list[Any]:
         """The templates, each with only the examples of tools in ``names`` (kept while the list is)."""
-        store = self._store()
         templates = [store.get(self.template)] if self.template else store.list()
-        key = frozenset(names)
+        key = (store.tenant, frozenset(names))
         with self._lock:
             if self._limited_from is not templates:
                 self._limited, self._limited_from = {}, templates
             found = self._limited.get(key)
         if found is None:
             limited = [
-                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key]})
+                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key[1]]})
                 for t in templates
             ]
             found = [t for t in limited if t.examples]
@@ -359,7 +487,9 @@ class Conversations:
                 self._limited[key] = found
         return found
 
-    def _warm_block(self, messages: Sequence[Any], names: list[str], api: str = CHAT) -> WarmChoice:
+    def _warm_block(
+        self, messages: Sequence[Any], names: list[str], api: str = CHAT, *, store: Any
+    ) -> WarmChoice:
         from kindling.warmup import choose_template, warm, warm_conversation
         from kindling.warmup.convert import anthropic_prefix, to_responses_items
         from kindling.warmup.warm import find_task
@@ -373,7 +503,7 @@ class Conversations:
             limited_warm: Any = warm
             try:
                 result = limited_warm(
-                    self.template, task, store=self._store(), record_use=False, tools=names, **options
+                    self.template, task, store=store, record_use=False, tools=names, **options
                 )
             except NotFoundError:
                 if self.template:
@@ -381,7 +511,7 @@ class Conversations:
                 return WarmChoice(None, "none")
         else:
             # Limit the examples to the agent's tools, then let warm-up choose among them.
-            template = choose_template(self._limited_templates(names), task)
+            template = choose_template(self._limited_templates(names, store), task)
             if template is None:
                 return WarmChoice(None, "none")
             result = warm_conversation(template, task, **options)
@@ -410,10 +540,13 @@ class Conversations:
         first_chunk_ms: float | None = None,
         response_id: str | None = None,
     ) -> None:
-        """Record the reply of ``turn`` and remember the prefix that the next request will start with.
+        """Record the reply of ``turn`` (relayed: verified) and remember the prefix that the next
+        request will start with: that digest is also what verifies the reply when a client sends it.
 
         ``response_id`` (a Responses API reply's id) is remembered too, for a next request that
-        names it as its ``previous_response_id``.
+        names it as its ``previous_response_id``. When the conversation moved on while this request
+        was answered (a retry answered twice), the reply goes to a branch holding this request's
+        messages, so neither reply is lost.
         """
         now = time.time()
         duration_ms = (time.perf_counter() - turn.started) * 1000
@@ -421,14 +554,22 @@ class Conversations:
         conversation = turn.conversation
         seq = turn.message_count
         prefixes: tuple[PrefixRow, ...] = ()
+        writes: list[Write] = []
+        digest: str | None = None
         if not turn.stateful:
             turn.hasher.feed(reply)
             digest = turn.hasher.digest()
+            if conversation.message_count != seq:
+                if conversation.message_count == seq + 1 and conversation.digest == digest:
+                    return  # this very reply is recorded already (a retry answered alike)
+                conversation, fork = self._fork(turn, now)
+                writes.append(fork)
             self.cache.put(digest, conversation)
             prefixes = (PrefixRow(digest, conversation.session_id, seq + 1),)
+            conversation.digest = digest
         if response_id:
             # The next turn may name this response: its items go right after this reply.
-            key = responses.response_key(response_id)
+            key = _scoped(responses.response_key(response_id), turn.tenant)
             after = Conversation(
                 conversation.session_id, seq + 1, conversation.warm_block, conversation.warm_state
             )
@@ -445,16 +586,75 @@ class Conversations:
             round(duration_ms, 3),
             None if first_chunk_ms is None else round(first_chunk_ms, 3),
             finish_reason,
+            verified=True,
         )
-        self.recorder.submit(
+        writes.append(
             Write(
                 conversation.session_id,
                 now,
                 messages=[row],
                 prefixes=prefixes,
                 model=model or turn.model,
+                digest=digest,
             )
         )
+        for write in writes:
+            self.recorder.submit(write)
+
+    def _fork(self, turn: Turn, now: float) -> tuple[Conversation, Write]:
+        """A branch of ``turn``'s conversation holding the request's messages, for its reply."""
+        left = turn.conversation
+        session_id = _new_session_id()
+        branch = Conversation(
+            session_id, turn.message_count, left.warm_block, left.warm_state, turn.digest, left.label
+        )
+        self.counts["branches"] += 1
+        row = SessionRow(
+            session_id,
+            now,
+            now,
+            left.warm_state,
+            left.warm_block.decode("utf-8") if left.warm_block else None,
+            tenant=turn.tenant,
+            label=left.label,
+            parent_id=left.session_id,
+        )
+        write = Write(session_id, now, session=row, digest=turn.digest)
+        self._record(write, list(turn.messages or ()), 0, turn.tenant, now)
+        if left.label:
+            self.cache.put(_label_key(turn.tenant, left.label), branch)
+        return branch, write
+
+
+def _seed(tenant: str) -> str:
+    """What a tenant's digests start from: nothing for the default tenant (see ``PrefixHasher``)."""
+    return "" if tenant == DEFAULT_TENANT else tenant
+
+
+def _scoped(key: str, tenant: str) -> str:
+    """``key`` (a response's or a conversation's) as ``tenant`` knows it: one tenant cannot name another's."""
+    if tenant == DEFAULT_TENANT:
+        return key
+    return hashlib.sha256(f"tenant:{tenant}\n{key}".encode()).hexdigest()
+
+
+def _label_key(tenant: str, label: str) -> str:
+    return f"s:{tenant}\n{label}"
+
+
+def _role(message: Any) -> str:
+    return str(message.get("role")) if isinstance(message, Mapping) else "unknown"
+
+
+def _assistant_digests(messages: Sequence[Any], tenant: str) -> dict[int, str]:
+    """Position -> the digest of the messages up to and including it, for each assistant message."""
+    hasher = PrefixHasher(_seed(tenant))
+    found: dict[int, str] = {}
+    for index, message in enumerate(messages):
+        hasher.feed(message if isinstance(message, Mapping) else {})
+        if _role(message) == "assistant":
+            found[index] = hasher.digest()
+    return found
 
 
 @functools.cache

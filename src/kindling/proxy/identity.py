@@ -6,6 +6,10 @@ messages up to and including that reply; the next request's messages up to its l
 message hash to the same value, so one lookup finds the conversation (memory first, then the store,
 which is how a second proxy sharing PostgreSQL recognises it).
 
+The hash starts from the request's tenant (nothing for the default tenant), so one tenant's
+conversation never matches another's, and the digest of a prefix that ends with a reply the proxy
+relayed is what a client-sent assistant message is checked against (see ``Conversations``).
+
 Canonical form keeps what the model saw and drops what clients re-serialize differently: role,
 content (``""`` and ``null`` alike), each call's id, name and arguments (by value when they are JSON,
 since clients re-serialize them), ``tool_call_id``, ``name``.
@@ -69,12 +73,19 @@ def _arguments(value: Any) -> Any:
 
 
 class PrefixHasher:
-    """A running SHA-256 over canonical messages; ``digest`` names the prefix fed so far."""
+    """A running SHA-256 over canonical messages; ``digest`` names the prefix fed so far.
+
+    ``tenant`` seeds it: the same messages of two tenants have different digests. The default
+    tenant's (``""``) has no seed, so digests recorded before tenants existed still match.
+    """
 
     __slots__ = ("_hash",)
 
-    def __init__(self) -> None:
+    def __init__(self, tenant: str = "") -> None:
         self._hash = hashlib.sha256()
+        if tenant:
+            # A seed line cannot be a message's: canonical messages are JSON arrays ("[...").
+            self._hash.update(b"tenant:" + tenant.encode("utf-8") + b"\n")
 
     def feed(self, message: Mapping[str, Any]) -> None:
         """Add one message to the prefix."""
@@ -105,12 +116,16 @@ def last_assistant_index(messages: Sequence[Any]) -> int:
 @dataclass(slots=True)
 class Conversation:
     """What the proxy knows of one conversation: its session, how many messages it has recorded,
-    and the warm-up block (serialized JSON array bytes) it repeats on every request, if any."""
+    the warm-up block (serialized JSON array bytes) it repeats on every request, if any, and the
+    digest of the messages it has recorded (None where unknown: a Responses API conversation the
+    upstream keeps, or one recorded before digests were kept)."""
 
     session_id: str
     message_count: int
     warm_block: bytes | None = None
     warm_state: str = "none"
+    digest: str | None = None
+    label: str | None = None
 
 
 class ConversationCache:
@@ -126,6 +141,10 @@ class ConversationCache:
         if found is not None:
             self._items.move_to_end(key)
         return found
+
+    def peek(self, key: str) -> Conversation | None:
+        """The conversation stored under ``key``, or None, leaving the order of use as it is."""
+        return self._items.get(key)
 
     def put(self, key: str, conversation: Conversation) -> None:
         """Remember ``conversation`` under ``key``, forgetting the least recently used beyond capacity."""

@@ -28,6 +28,7 @@ from kindling.db import apply_migrations, create_engine, redact_url
 from kindling.proxy.identity import Conversation
 from kindling.sessions.recorded import (
     COMPONENT,
+    DEFAULT_TENANT,
     MIGRATIONS,
     messages_table,
     prefixes_table,
@@ -41,7 +42,7 @@ log = logging.getLogger("kindling.proxy")
 
 @dataclass(slots=True)
 class SessionRow:
-    """A conversation's first sighting."""
+    """A conversation's first sighting (a branch's too: ``parent_id`` names the session it left)."""
 
     id: str
     started_at: float
@@ -50,13 +51,18 @@ class SessionRow:
     warm_block: str | None = None
     template: str | None = None
     message_count: int = 0
+    tenant: str = DEFAULT_TENANT
+    label: str | None = None
+    parent_id: str | None = None
 
 
 @dataclass(slots=True)
 class MessageRow:
     """One real message at its position in the conversation (replies carry model and timing).
 
-    ``message`` is the parsed message; the writer serializes it, off the request's path.
+    ``message`` is the parsed message; the writer serializes it, off the request's path. An
+    assistant message is ``verified`` when the proxy relayed it; one a client sent carries the
+    ``digest`` of the conversation up to it (see ``kindling.sessions.recorded``).
     """
 
     session_id: str
@@ -68,6 +74,8 @@ class MessageRow:
     duration_ms: float | None = None
     first_chunk_ms: float | None = None
     finish_reason: str | None = None
+    verified: bool | None = None
+    digest: str | None = None
 
 
 @dataclass(slots=True)
@@ -81,7 +89,10 @@ class PrefixRow:
 
 @dataclass(slots=True)
 class Write:
-    """What one request adds to the store, written in one transaction with others queued."""
+    """What one request adds to the store, written in one transaction with others queued.
+
+    ``digest`` names the session's messages once this write's are recorded (None: unknown).
+    """
 
     session_id: str
     updated_at: float
@@ -89,6 +100,7 @@ class Write:
     messages: list[MessageRow] = field(default_factory=list)
     prefixes: tuple[PrefixRow, ...] = ()
     model: str | None = None
+    digest: str | None = None
 
 
 class ProxyStore:
@@ -139,10 +151,11 @@ class ProxyStore:
             top = max((m.seq + 1 for m in w.messages), default=0)
             seen = touched.get(w.session_id)
             if seen is None:
-                touched[w.session_id] = [w.updated_at, top, w.model, w.session_id]
+                touched[w.session_id] = [w.updated_at, top, w.model, w.digest, w.session_id]
             else:
                 seen[0] = max(seen[0], w.updated_at)
-                seen[1] = max(seen[1], top)
+                if top > seen[1]:
+                    seen[1], seen[3] = top, w.digest
                 seen[2] = w.model or seen[2]
         sql = self._sql()
         with self.engine.begin() as conn:
@@ -151,7 +164,8 @@ class ProxyStore:
                     conn.exec_driver_sql(sql[name], rows)
             if touched:
                 conn.exec_driver_sql(
-                    sql["touch"], [(t, t, n, n, model, sid) for t, n, model, sid in touched.values()]
+                    sql["touch"],
+                    [(t, t, n, d, n, n, model, sid) for t, n, model, d, sid in touched.values()],
                 )
 
     def _sql(self) -> dict[str, str]:
@@ -168,9 +182,11 @@ class ProxyStore:
                     f"INSERT INTO {table.name} ({', '.join(columns)}) "
                     f"VALUES ({', '.join([mark] * len(columns))}) ON CONFLICT DO NOTHING"
                 )
+            # Every SET expression reads the row as it was, so the digest follows the count it names.
             statements["touch"] = (
                 f"UPDATE {sessions_table.name} SET updated_at = CASE WHEN updated_at < {mark} THEN {mark} "
-                f"ELSE updated_at END, message_count = CASE WHEN message_count < {mark} THEN {mark} "
+                f"ELSE updated_at END, digest = CASE WHEN message_count < {mark} THEN {mark} ELSE digest END, "
+                f"message_count = CASE WHEN message_count < {mark} THEN {mark} "
                 f"ELSE message_count END, model = COALESCE({mark}, model) WHERE id = {mark}"
             )
             self._statements = statements
@@ -187,11 +203,23 @@ class ProxyStore:
         return True
 
     def find_prefix(self, digest: str) -> Conversation | None:
-        """The conversation whose messages up to a reply hash to ``digest``, or None."""
+        """The conversation whose messages up to a reply hash to ``digest``, or None.
+
+        Its ``message_count`` and ``digest`` are the session's as stored (it may have grown since
+        that reply), so the caller can tell a continuation from a branch.
+        """
         self.ensure_ready()
         p, s = prefixes_table, sessions_table
         query = (
-            sa.select(p.c.session_id, p.c.message_count, s.c.warm_block, s.c.warm_state)
+            sa.select(
+                p.c.session_id,
+                p.c.message_count,
+                s.c.message_count.label("end"),
+                s.c.digest,
+                s.c.warm_block,
+                s.c.warm_state,
+                s.c.label,
+            )
             .select_from(p.join(s, s.c.id == p.c.session_id))
             .where(p.c.hash == digest)
         )
@@ -199,23 +227,72 @@ class ProxyStore:
             row = conn.execute(query).first()
         if row is None:
             return None
-        return Conversation(row.session_id, row.message_count, _bytes(row.warm_block), row.warm_state)
+        end = max(row.end or 0, row.message_count)
+        return Conversation(
+            row.session_id,
+            end,
+            _bytes(row.warm_block),
+            row.warm_state,
+            row.digest if end == row.end else None,
+            row.label,
+        )
 
     def find_session(self, session_id: str) -> Conversation | None:
         """The conversation stored under ``session_id`` (with how many messages it has), or None."""
         self.ensure_ready()
-        s, m = sessions_table, messages_table
+        s = sessions_table
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(s.c.warm_block, s.c.warm_state).where(s.c.id == session_id)).first()
-            if row is None:
-                return None
-            top = conn.execute(sa.select(sa.func.max(m.c.seq)).where(m.c.session_id == session_id)).scalar()
-        count = 0 if top is None else int(top) + 1
-        return Conversation(session_id, count, _bytes(row.warm_block), row.warm_state)
+            row = conn.execute(_session_query().where(s.c.id == session_id)).first()
+            return None if row is None else _conversation(conn, row)
+
+    def find_label(self, tenant: str, label: str) -> Conversation | None:
+        """The newest branch of the conversation ``tenant`` named ``label`` (X-Kindling-Session), or None."""
+        self.ensure_ready()
+        s = sessions_table
+        query = (
+            _session_query()
+            .where(s.c.tenant == tenant, s.c.label == label)
+            .order_by(s.c.started_at.desc(), s.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+            return None if row is None else _conversation(conn, row)
+
+    def relayed(self, digests: list[str]) -> set[str]:
+        """Which of ``digests`` name a prefix ending with a reply the proxy relayed."""
+        if not digests:
+            return set()
+        self.ensure_ready()
+        p = prefixes_table
+        with self.engine.connect() as conn:
+            return {row.hash for row in conn.execute(sa.select(p.c.hash).where(p.c.hash.in_(digests)))}
+
+    def tenant_sessions(self) -> dict[str, int]:
+        """How many conversations each tenant has recorded."""
+        self.ensure_ready()
+        s = sessions_table
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(s.c.tenant, sa.func.count()).group_by(s.c.tenant)).all()
+        return {str(tenant): int(count) for tenant, count in rows}
 
     def close(self) -> None:
         """Release the connection pool."""
         self.engine.dispose()
+
+
+def _session_query() -> sa.Select[Any]:
+    s = sessions_table
+    return sa.select(s.c.id, s.c.warm_block, s.c.warm_state, s.c.digest, s.c.label, s.c.message_count)
+
+
+def _conversation(conn: sa.Connection, row: Any) -> Conversation:
+    # The messages say how far the session got (its row may lag behind a write still queued).
+    m = messages_table
+    top = conn.execute(sa.select(sa.func.max(m.c.seq)).where(m.c.session_id == row.id)).scalar()
+    count = 0 if top is None else int(top) + 1
+    digest = row.digest if count == row.message_count else None
+    return Conversation(row.id, count, _bytes(row.warm_block), row.warm_state, digest, row.label)
 
 
 def _values(item: Any, serialize: int = -1) -> tuple[Any, ...]:

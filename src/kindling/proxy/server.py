@@ -9,17 +9,20 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 
 from kindling.errors import ConfigError
+from kindling.httpguard import bind_socket, with_request_deadline
 from kindling.proxy.app import create_app
 from kindling.proxy.recorder import ProxyStore
 from kindling.proxy.settings import ProxySettings
 from kindling.serving import server_config, start_in_thread
 
-__all__ = ["ProxyServer", "serve"]
+__all__ = ["ProxyServer", "serve", "startup_line"]
 
 
 def _log_to_stderr(level: int = logging.INFO) -> None:
@@ -32,23 +35,56 @@ def _log_to_stderr(level: int = logging.INFO) -> None:
         logger.propagate = False
 
 
-def serve(settings: ProxySettings, *, log_level: str = "info") -> None:
-    """Run the proxy in the foreground until interrupted. Raises StoreError for a malformed store URL."""
-    _log_to_stderr()
-    app = create_app(settings)
-    # Everything loaded so far lives as long as the process: keep the collector from walking it.
-    gc.collect()
-    gc.freeze()
-    # The upstream's own Server and Date headers pass through; uvicorn's would repeat them.
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=log_level,
-        access_log=False,
-        server_header=False,
-        date_header=False,
+def _config(app: Any, settings: ProxySettings, log_level: str) -> uvicorn.Config:
+    """uvicorn's settings for the proxy: the shared ones, a read deadline per request, and none of
+    uvicorn's own Server and Date headers (the upstream's pass through; uvicorn's would repeat them)."""
+    config = server_config(app, settings.host, settings.port, log_level)
+    config.server_header = False
+    config.date_header = False
+    config.load()
+    config.http_protocol_class = with_request_deadline(config.http_protocol_class, settings.read_timeout)
+    return config
+
+
+def startup_line(settings: ProxySettings, app: Any) -> str:
+    """What the proxy says when it starts: where it listens and forwards, where it records, and
+    what warms (the default tenant's template, as the background builder knows it)."""
+    from kindling.db import redact_url
+    from kindling.proxy.tenants import DEFAULT_TENANT
+
+    if not settings.warm:
+        warm = "warm-up off"
+    elif settings.template:
+        warm = f"warm-up on from template {settings.template}"
+    else:
+        warm = "warm-up on: " + app.state.builder.status(DEFAULT_TENANT, {})["summary"]
+    return (
+        f"kindling proxy on {settings.base_url} -> {settings.shown_upstream}; recording to "
+        f"{redact_url(settings.db)}; {warm}"
     )
+
+
+def serve(
+    settings: ProxySettings, *, log_level: str = "info", announce: Callable[[str], None] | None = None
+) -> None:
+    """Run the proxy in the foreground until interrupted; ``announce`` gets the start-up line once
+    the port is bound. Raises ConfigError when the port is taken (before announcing anything),
+    StoreError for a malformed store URL."""
+    sock = bind_socket(settings.host, settings.port)
+    settings = settings.with_(port=sock.getsockname()[1])  # the port chosen, for --port 0
+    try:
+        _log_to_stderr()
+        app = create_app(settings)
+        app.state.builder.load()
+        if announce is not None:
+            announce(startup_line(settings, app))
+        server = uvicorn.Server(_config(app, settings, log_level))
+        # Everything loaded so far lives as long as the process: keep the collector from walking it.
+        gc.collect()
+        gc.freeze()
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 class ProxyServer:
@@ -59,7 +95,7 @@ class ProxyServer:
     ) -> None:
         self.settings = settings
         self.app = create_app(settings, store=store)
-        self.server = uvicorn.Server(server_config(self.app, settings.host, settings.port, log_level))
+        self.server = uvicorn.Server(_config(self.app, settings, log_level))
         self._thread: threading.Thread | None = None
         self.port = settings.port
 

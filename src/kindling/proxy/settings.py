@@ -52,6 +52,16 @@ class ProxySettings:
     queue_size: int = 10_000
     connect_timeout: float = 10.0
     max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024
+    #: Host names beyond the loopback names and ``host`` that requests may be addressed to.
+    allow_hosts: tuple[str, ...] = ()
+    #: Seconds a request's headers and body may take to arrive (slow clients are cut off).
+    read_timeout: float = 20.0
+    #: Background builds of each tenant's template: after this many new conversations (0: never) ...
+    build_every: int = 5
+    #: ... and every this many seconds while there are conversations not yet built from; a
+    #: tenant's builds start at least ``build_gap`` seconds apart.
+    build_interval: float = 600.0
+    build_gap: float = 30.0
 
     @classmethod
     def resolve(
@@ -98,6 +108,13 @@ class ProxySettings:
     def with_(self, **changes: Any) -> ProxySettings:
         """A copy with ``changes`` applied."""
         return replace(self, **changes)
+
+    @property
+    def shown_upstream(self) -> str:
+        """The upstream URL as shown (start-up line, status, errors): any credentials in it hidden."""
+        from kindling.httpguard import redact_userinfo
+
+        return redact_userinfo(self.upstream)
 
     @property
     def base_url(self) -> str:

@@ -53,6 +53,10 @@ class CachedTemplates(TemplateStore):
             raise NotFoundError(f"No template named {name!r} in {self.location}.", kind="template", name=name)
         return self.store.get(name, version)
 
+    def forget(self) -> None:
+        """Read the store again on the next ``list`` or ``get``."""
+        self._loaded_at = float("-inf")
+
     def save(self, template: Template) -> Template:
         """Save through the wrapped store and forget the cached copy."""
         saved = self.store.save(template)

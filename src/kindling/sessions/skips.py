@@ -33,6 +33,8 @@ COMPACTION_SUMMARY = "compaction_summary"
 RECORDING_GAP = "recording_gap"
 # Well formed, but not the user's words (see kindling.sessions.claudecode and codex)
 AGENT_NOTE = "agent_note"
+# Kept in the session, but never the agent's (see kindling.sessions.recorded)
+UNVERIFIED_ASSISTANT_TURN = "unverified_assistant_turn"
 
 #: Every skip reason, with what it means (the table in docs/sessions.md says the same).
 SKIP_REASONS: dict[str, str] = {
@@ -56,4 +58,6 @@ SKIP_REASONS: dict[str, str] = {
     COMPACTION_SUMMARY: "a compaction summary (Hermes, Claude Code, Codex), the agent's note about earlier turns, and Claude Code's compaction sub-agent: no message",
     RECORDING_GAP: "messages missing from a proxy recording (a gap in its sequence numbers)",
     AGENT_NOTE: "text a coding agent put in the user's turn (a caveat, command output, an environment block, an interruption, a demonstration), no request",
+    UNVERIFIED_ASSISTANT_TURN: "an assistant turn a client sent that kindling's proxy never relayed: kept, "
+    "its calls never mined",
 }

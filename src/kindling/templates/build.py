@@ -4,6 +4,12 @@ A template keeps the successful past tasks as episodes (the opening request and 
 worked, in order) and examples with coverage per tool (every tool that worked keeps examples).
 Rebuilding an existing name keeps its type, tags, description and system prompt unless new ones
 are given, and a rebuild that changes nothing makes no new version.
+
+Every example and episode keeps its provenance: the source and session it came from, and, from a
+store kindling's proxy recorded, the tenant and whether its calls were ones the proxy relayed
+(``verified``). A proxy store holding several tenants is built one tenant at a time (``tenant``)
+unless all of them are asked for (``all_tenants``); the template then belongs to that tenant. A
+rebuild that changes what a shared template holds saves it unshared, for an admin to review.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ from typing import Any
 
 from kindling.errors import NotFoundError, TemplateError
 from kindling.mining.model import Example
+from kindling.mining.patterns import DEFAULT_MIN_MESSAGES
 from kindling.sessions.model import ReadReport, Session
 from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools, link_copies
 from kindling.templates.model import Episode, Template, check_task_type, content_key, validate_name
 from kindling.templates.store import TemplateStore, open_store
 
 __all__ = [
+    "CHAT_MIN_MESSAGES",
     "BuildResult",
     "build_template",
     "build_template_with_report",
@@ -29,6 +37,9 @@ __all__ = [
 
 # Mining keeps every distinct call; coverage then chooses per tool.
 _ALL = 10**9
+#: The shortest session mined from a store of kindling's proxy by default: a chat's request, one
+#: call and its result (agent sessions elsewhere are mined from 20 messages up).
+CHAT_MIN_MESSAGES = 3
 
 
 class BuildResult:
@@ -38,18 +49,27 @@ class BuildResult:
     """
 
     def __init__(
-        self, template: Template, report: ReadReport, mining: Any, *, unchanged: bool = False
+        self,
+        template: Template,
+        report: ReadReport,
+        mining: Any,
+        *,
+        unchanged: bool = False,
+        unshared: bool = False,
     ) -> None:
         self.template = template
         self.report = report
         self.mining = mining
         self.unchanged = unchanged
+        #: True when the previous version was shared and this one, holding something new, is not.
+        self.unshared = unshared
 
     def as_dict(self) -> dict[str, Any]:
         """Return the template summary, the read report and the mining counts as JSON-ready data."""
         return {
             "template": self.template.summary(),
             "unchanged": self.unchanged,
+            "unshared": self.unshared,
             "read": self.report.as_dict(),
             "mining": {
                 "sessions_mined": self.mining.sessions_mined,
@@ -66,11 +86,17 @@ def _iter_all(
     report: ReadReport,
     on_session: Callable[[Session], None] | None,
     on_progress: Callable[[int], None] | None,
+    recorded: _Recorded | None = None,
 ) -> Iterator[Session]:
     from kindling.sessions import iter_sessions
 
     # Open every source before reading any, so a bad path fails at once, not after minutes.
-    streams = [iter_sessions(source, fmt, report=report) for source in sources]
+    streams = [
+        recorded.read(source, report)
+        if recorded is not None and source in recorded.stores
+        else iter_sessions(source, fmt, report=report)
+        for source in sources
+    ]
     for stream in streams:
         for session in stream:
             if on_session is not None:
@@ -78,6 +104,71 @@ def _iter_all(
             if on_progress is not None:
                 on_progress(1)
             yield session
+
+
+class _Recorded:
+    """The sources that are stores of kindling's proxy, their tenants, and how to read them."""
+
+    def __init__(self, sources: Sequence[str | Path], fmt: str | None) -> None:
+        from kindling.sessions.recorded import recorded_tenants
+        from kindling.sessions.sources import PROXY, detect_format, resolve_source
+
+        self.stores: dict[str | Path, str | Path] = {}
+        self.tenants: dict[str, int] = {}
+        self.tenant: str | None = None
+        self.trust = False
+        #: Session id -> (tenant, verified), for the provenance of what is mined from them.
+        self.provenance: dict[str, tuple[str | None, bool | None]] = {}
+        if fmt not in (None, PROXY):
+            return
+        for source in sources:
+            resolved = resolve_source(source)
+            if (fmt or detect_format(resolved)) == PROXY:
+                self.stores[source] = resolved
+                for tenant, count in recorded_tenants(resolved).items():
+                    self.tenants[tenant] = self.tenants.get(tenant, 0) + count
+
+    def read(self, source: str | Path, report: ReadReport) -> Iterator[Session]:
+        from kindling.sessions.recorded import read_recorded
+
+        sessions = read_recorded(
+            self.stores[source], report, tenant=self.tenant, trust_client_history=self.trust
+        )
+        return self._noted(sessions)
+
+    def _noted(self, sessions: Iterator[Session]) -> Iterator[Session]:
+        for session in sessions:
+            verified = session.metadata.get("verified")
+            self.provenance[session.id] = (
+                session.metadata.get("tenant"),
+                verified if isinstance(verified, bool) else None,
+            )
+            yield session
+
+    def stamp(self, examples: Iterable[Example], episodes: Iterable[Episode]) -> None:
+        """Give what was mined from a recorded session its tenant and whether it was verified."""
+        items: list[Example | Episode] = [*examples, *episodes]
+        for item in items:
+            found = self.provenance.get(item.session_id)
+            if found is not None:
+                item.tenant, item.verified = found
+
+
+def _check_tenants(name: str, recorded: _Recorded, tenant: str | None, all_tenants: bool) -> str | None:
+    """The tenant the template belongs to; TemplateError when the sources mix tenants unasked."""
+    if tenant is not None:
+        return validate_name(tenant, kind="tenant")
+    if all_tenants or not recorded.tenants:
+        return None
+    if len(recorded.tenants) > 1:
+        names = ", ".join(f"{t} ({n})" for t, n in sorted(recorded.tenants.items()))
+        raise TemplateError(
+            f"Cannot build template {name!r}: the proxy store holds the sessions of {len(recorded.tenants)} "
+            f"tenants ({names}); build one tenant's with --tenant NAME, or all of them with --all-tenants.",
+            template=name,
+        )
+    (only,) = recorded.tenants
+    return only
 
 
 def _current(store: TemplateStore, name: str) -> Template | None:
@@ -192,9 +283,18 @@ def build_template_with_report(
     on_progress: Callable[[int], None] | None = None,
     workers: int | None = None,
     per_tool: int = DEFAULT_PER_TOOL,
+    tenant: str | None = None,
+    all_tenants: bool = False,
+    trust_client_history: bool = False,
     **mining_filters: Any,
 ) -> BuildResult:
     """Like ``build_template`` but also return the read report and the mining counts.
+
+    From a store kindling's proxy recorded: ``tenant`` mines that tenant's sessions only (and the
+    template is that tenant's); a store holding several tenants needs ``tenant`` or
+    ``all_tenants`` (TemplateError otherwise). ``trust_client_history`` mines the assistant turns
+    the proxy never relayed too (a store imported from elsewhere); what they give is marked
+    unverified. ``min_messages`` defaults to 3 when every source is a proxy store, else 20.
 
     ``on_progress`` is called with the number of sessions read since its last call (for progress
     bars). ``on_session`` is called with every session read; it needs every session in this
@@ -216,17 +316,25 @@ def build_template_with_report(
     max_examples = mining_filters.pop("max_examples", None)
     if max_examples is not None and max_examples < 0:
         raise TemplateError(f"Cannot build template {name!r}: max_examples must be 0 or more.", template=name)
+    recorded = _Recorded(sources, format)
+    owner = _check_tenants(name, recorded, tenant, all_tenants)
+    recorded.tenant = tenant
+    recorded.trust = trust_client_history
+    if mining_filters.get("min_messages") is None:
+        all_recorded = len(recorded.stores) == len(sources)
+        mining_filters["min_messages"] = CHAT_MIN_MESSAGES if all_recorded else DEFAULT_MIN_MESSAGES
     report = ReadReport()
     try:
-        if on_session is not None:
+        if on_session is not None or recorded.stores:
             # Every session must pass through this process: mine and collect in one pass.
             examples, episodes, result = mine_template_parts(
-                _iter_all(sources, format, report, on_session, on_progress),
+                _iter_all(sources, format, report, on_session, on_progress, recorded),
                 report=report,
                 per_tool=per_tool,
                 max_examples=max_examples,
                 **mining_filters,
             )
+            recorded.stamp(examples, episodes)
         else:
             # A big Hermes database is mined in worker processes; the episodes (a request and a
             # list of tool names per session) are collected in a light pass of their own.
@@ -246,9 +354,15 @@ def build_template_with_report(
         raise TemplateError(f"Cannot build template {name!r}: {exc}.", template=name) from exc
     if not examples:
         skipped = ", ".join(f"{k}={v}" for k, v in sorted(report.skipped.items())) or "none"
+        filtered = ", ".join(f"{k}={v}" for k, v in sorted(result.filtered.items()) if v) or "none"
+        hint = (
+            "no session had a tool call that worked"
+            if result.sessions_mined
+            else "try a lower --min-messages"
+        )
         raise TemplateError(
-            f"No examples to keep for template {name!r}: read {report.sessions} sessions "
-            f"(skipped: {skipped}); try a lower --min-messages.",
+            f"No examples to keep for template {name!r}: read {report.sessions} sessions, mined "
+            f"{result.sessions_mined} (skipped: {skipped}; left out: {filtered}); {hint}.",
             template=name,
         )
     previous = _current(target, name)
@@ -279,11 +393,14 @@ def build_template_with_report(
         episodes=episodes,
         system_prompt_addendum=system_prompt_addendum,
         source_session_ids=session_ids,
+        tenant=owner,
+        shared=previous.shared if previous is not None else False,
     )
     if previous is not None and content_key(previous) == content_key(template):
         return BuildResult(previous, report, result, unchanged=True)
-    stored = target.save(template)
-    return BuildResult(stored, report, result)
+    # What an admin shared was what they saw: anything new waits for them to share it again.
+    stored = target.save(template.model_copy(update={"shared": False}))
+    return BuildResult(stored, report, result, unshared=previous is not None and previous.shared)
 
 
 def build_template(

@@ -190,6 +190,7 @@ class Episode(BaseModel):
     ``request`` is the benchmark's instruction when the source has one, else the first substantive
     user message; ``opening`` is always that first substantive user message (what an agent sees at
     turn zero, and what a warm-up shows). ``reward`` is the source's reward, where it has one.
+    ``tenant`` and ``verified`` are its provenance, as an ``Example``'s.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -201,6 +202,8 @@ class Episode(BaseModel):
     source: str = ""
     reward: float | None = None
     steps: list[EpisodeStep] = Field(default_factory=list)
+    tenant: str | None = None
+    verified: bool | None = None
 
     @property
     def tools(self) -> list[str]:
@@ -212,7 +215,10 @@ class Template(BaseModel):
     """A named, versioned set of examples, with what warm-up needs to pick and present them.
 
     ``version`` starts at 1 and is bumped by the store on every save of an existing name;
-    ``usage_count`` counts injections and is maintained by the store, not by callers.
+    ``usage_count`` counts injections and is maintained by the store, not by callers. ``tenant``
+    is whose experience it holds (None: a source without tenants, which the default tenant warms
+    from); ``shared`` is set by an admin (``kindling templates share``) to let every tenant warm
+    from it. A rebuild that changes what it holds is not shared until an admin shares it again.
     """
 
     model_config = ConfigDict(extra="ignore", validate_assignment=False)
@@ -230,6 +236,8 @@ class Template(BaseModel):
     updated_at: str = Field(default_factory=utc_now)
     version: int = 1
     usage_count: int = 0
+    tenant: str | None = None
+    shared: bool = False
 
     @field_validator("name")
     @classmethod
@@ -241,6 +249,11 @@ class Template(BaseModel):
     @classmethod
     def _check_task_type(cls, value: str | None) -> str | None:
         return _task_type_or_none(value)
+
+    @field_validator("tenant")
+    @classmethod
+    def _check_tenant(cls, value: str | None) -> str | None:
+        return None if value is None else validate_name(value, kind="tenant")
 
     @field_validator("created_at", "updated_at", mode="before")
     @classmethod
@@ -272,6 +285,8 @@ class Template(BaseModel):
             "usage_count": self.usage_count,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "tenant": self.tenant,
+            "shared": self.shared,
         }
 
 

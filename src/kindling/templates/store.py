@@ -36,11 +36,24 @@ from kindling.templates.model import (
     validate_name,
 )
 
-__all__ = ["JsonDirStore", "SqlStore", "StoreProblem", "TemplateStore", "open_store", "read_template_file"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "JsonDirStore",
+    "SqlStore",
+    "StoreProblem",
+    "TemplateStore",
+    "TenantTemplates",
+    "open_store",
+    "owner_of",
+    "read_template_file",
+    "visible_to",
+]
 
 log = logging.getLogger(__name__)
 
 SQL_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+#: The tenant a template without one belongs to (the proxy's tenant without tenant tokens).
+DEFAULT_TENANT = "default"
 
 
 @dataclass(frozen=True)
@@ -456,6 +469,75 @@ class SqlStore(TemplateStore):
                 raise _not_found(name)
             count: int = conn.execute(sa.select(t.c.usage_count).where(t.c.name == name)).scalar_one()
         return count
+
+
+def owner_of(template: Template) -> str:
+    """The tenant whose experience ``template`` holds (one without a tenant is the default tenant's)."""
+    return template.tenant or DEFAULT_TENANT
+
+
+def visible_to(template: Template, tenant: str) -> bool:
+    """True when ``tenant`` may warm from ``template``: its own, or one an admin shared."""
+    return template.shared or owner_of(template) == tenant
+
+
+class TenantTemplates(TemplateStore):
+    """What one tenant sees of ``store``: its own templates and the shared ones, nothing else.
+
+    ``list`` and ``get`` answer as the store does for those templates; a template of another
+    tenant that is not shared is, for this view, not there (NotFoundError). ``record_use`` and
+    ``versions`` work on visible templates only; ``save`` and ``delete`` are refused (a view
+    changes nothing). The filtered list is kept while the store answers with the same list object
+    (``CachedTemplates`` does, between its reads), so the view costs a comparison per call.
+    """
+
+    def __init__(self, store: TemplateStore, tenant: str) -> None:
+        self.store = store
+        self.tenant = validate_name(tenant, kind="tenant")
+        self.problems = []
+        self._from: builtins.list[Template] | None = None
+        self._visible: builtins.list[Template] = []
+
+    @property
+    def location(self) -> str:
+        """The wrapped store's location."""
+        return self.store.location
+
+    def list(self) -> builtins.list[Template]:
+        """The templates this tenant may warm from, sorted by name."""
+        templates = self.store.list()
+        self.problems = list(self.store.problems)
+        if templates is not self._from:
+            self._visible = [t for t in templates if visible_to(t, self.tenant)]
+            self._from = templates
+        return self._visible
+
+    def get(self, name: str, version: int | None = None) -> Template:
+        """Template ``name`` when this tenant may see it; NotFoundError otherwise."""
+        template = self.store.get(name, version)
+        if not visible_to(template, self.tenant):
+            raise NotFoundError(
+                f"Template {name!r} does not exist for tenant {self.tenant!r}.", kind="template", name=name
+            )
+        return template
+
+    def versions(self, name: str) -> builtins.list[int]:
+        """The versions of a visible template."""
+        self.get(name)
+        return self.store.versions(name)
+
+    def record_use(self, name: str) -> int:
+        """Count a use of a visible template."""
+        self.get(name)
+        return self.store.record_use(name)
+
+    def save(self, template: Template) -> Template:
+        """Refused: a tenant's view of the store changes nothing."""
+        raise StoreError(f"A tenant's view of {self.location} cannot save templates.", path=self.location)
+
+    def delete(self, name: str) -> None:
+        """Refused: a tenant's view of the store changes nothing."""
+        raise StoreError(f"A tenant's view of {self.location} cannot delete templates.", path=self.location)
 
 
 def read_template_file(path: str | Path, *, name: str | None = None) -> Template:
