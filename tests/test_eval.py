@@ -382,7 +382,7 @@ def test_the_warm_up_is_the_one_the_proxy_inserts(tmp_path: Path) -> None:
     block = warm_block(messages, tools, store=LoadedTemplates(store))
     assert block is not None and block.template == "travel"
     proxy = Conversations(None, templates=str(tmp_path / "templates"))  # type: ignore[arg-type]
-    choice = proxy._warm_block(messages, tools)
+    choice = proxy._warm_block(messages, tools, store=proxy._store())
     assert choice.block is not None and orjson.loads(choice.block) == block.messages
     warm = with_block(messages, block)
     assert warm[0] == messages[0] and warm[-1] == messages[-1] and warm[1:-1] == block.messages
