@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kindling.agent.registry import ToolRegistry, error_result
+from kindling.apierrors import retry_after as server_wait
+from kindling.apierrors import short, status_detail
 from kindling.errors import EndpointError
 
 if TYPE_CHECKING:
@@ -249,22 +249,22 @@ def _complete(
             attempt.error = _endpoint_error(runtime, f"cannot connect ({cause}).")
         except openai.APIStatusError as exc:
             status = exc.status_code
-            attempt.error = _endpoint_error(runtime, f"HTTP {status}: {_status_detail(exc)}")
+            attempt.error = _endpoint_error(runtime, f"HTTP {status}: {status_detail(exc)}")
             if status != 429 and status < 500:
                 return attempt
-            retry_after = _retry_after(exc.response.headers)
+            retry_after = server_wait(exc.response.headers)
         except ValueError as exc:
             # The SDK raises json's ValueError when a 200 body is not JSON; a broken server
             # rarely heals in a second, so this is not retried.
             attempt.error = _endpoint_error(runtime, f"the response is not valid JSON ({exc}).")
             return attempt
         except openai.OpenAIError as exc:
-            attempt.error = _endpoint_error(runtime, f"{type(exc).__name__}: {_short(str(exc))}")
+            attempt.error = _endpoint_error(runtime, f"{type(exc).__name__}: {short(str(exc))}")
             return attempt
         except Exception as exc:  # e.g. a message that cannot be serialised: still a result, not a raise
             logger.exception("The request to %s could not be made.", runtime.base_url)
             attempt.error = _endpoint_error(
-                runtime, f"the request failed: {type(exc).__name__}: {_short(str(exc))}"
+                runtime, f"the request failed: {type(exc).__name__}: {short(str(exc))}"
             )
             return attempt
         if retry == runtime.max_retries:
@@ -288,30 +288,6 @@ def _sleep(seconds: float, cancel: threading.Event | None) -> bool:
         time.sleep(seconds)
         return False
     return cancel.wait(seconds)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue
-    return None
-
-
-def _status_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return _short(body["message"])
-    return _short(re.sub(r"^Error code: \d+ - ", "", exc.message))
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _assistant_message(completion: Any) -> dict[str, Any] | str:

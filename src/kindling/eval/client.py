@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from kindling.apierrors import retry_after as server_wait
+from kindling.apierrors import short, status_detail
 from kindling.errors import ConfigError, EndpointError
 from kindling.warmup.convert import to_anthropic
 
@@ -180,19 +181,19 @@ class ModelClient:
                 return _openai_answer(completion)
             except sdk.APIStatusError as exc:
                 status = exc.status_code
-                last = f"HTTP {status}: {_detail(exc)}"
+                last = f"HTTP {status}: {status_detail(exc)}"
                 if status in _REJECTED:
                     self.stats.rejected += 1
                     return {"rejected": last}
                 if status not in _RETRIED and status < 500:
                     raise EndpointError(f"{self.base_url} answered {last}", base_url=self.base_url) from exc
-                retry_after = _retry_after(exc.response.headers)
+                retry_after = server_wait(exc.response.headers)
             except sdk.APIConnectionError as exc:
                 cause = exc.__cause__ or exc
-                last = f"cannot connect ({_short(str(cause)) or type(cause).__name__})"
+                last = f"cannot connect ({short(str(cause)) or type(cause).__name__})"
             except ValueError as exc:  # a 200 whose body is not JSON
                 raise EndpointError(
-                    f"{self.base_url} answered with a body that is not JSON ({_short(str(exc))}).",
+                    f"{self.base_url} answered with a body that is not JSON ({short(str(exc))}).",
                     base_url=self.base_url,
                 ) from exc
             if attempt == self.retries:
@@ -246,30 +247,3 @@ def _anthropic_answer(reply: Any) -> dict[str, Any]:
         "prompt_tokens": getattr(usage, "input_tokens", None),
         "completion_tokens": getattr(usage, "output_tokens", None),
     }
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            continue  # an HTTP date: back off by our own schedule
-    return None
-
-
-def _detail(exc: Any) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        message = error.get("message") if isinstance(error, dict) else body.get("message")
-        if isinstance(message, str):
-            return _short(message)
-    return _short(re.sub(r"^Error code: \d+ - ", "", str(exc.message)))
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
