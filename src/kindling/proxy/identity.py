@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from kindling.sessions.convert import arguments_value
+
 __all__ = [
     "Conversation",
     "ConversationCache",
@@ -46,7 +48,9 @@ def canonical_message(message: Mapping[str, Any]) -> bytes:
                 continue
             function = call.get("function")
             function = function if isinstance(function, Mapping) else {}
-            rendered.append((call.get("id"), function.get("name"), _arguments(function.get("arguments"))))
+            rendered.append(
+                (call.get("id"), function.get("name"), arguments_value(function.get("arguments")))
+            )
     # A fixed-position array: no key sorting, and "" / null / missing all become null.
     return orjson.dumps(
         (
@@ -59,17 +63,6 @@ def canonical_message(message: Mapping[str, Any]) -> bytes:
         option=orjson.OPT_SORT_KEYS,
         default=str,
     )
-
-
-def _arguments(value: Any) -> Any:
-    # Clients re-serialize the arguments they echo back (Hermes drops the spaces), so JSON
-    # arguments count by their value; text that is not JSON counts as written.
-    if isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 class PrefixHasher:

@@ -179,6 +179,17 @@ def _parts_text(parts: list[Any]) -> str:
     return "\n".join(texts)
 
 
+def arguments_value(value: Any) -> Any:
+    """A call's arguments by their value: JSON text parsed (clients re-serialize the arguments they
+    echo back, Hermes without spaces), anything else as written."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
 def parse_arguments(value: Any) -> tuple[Mapping[str, Any], str | None]:
     """Return ``(arguments, raw_arguments)`` for a call's arguments as sent.
 

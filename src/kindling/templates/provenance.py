@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from kindling.mining.model import Example
+from kindling.sessions.convert import arguments_value
 from kindling.templates.model import Episode, Template
 from kindling.templates.store import TemplateStore, owner_of
 
@@ -106,15 +107,6 @@ def share_template(store: TemplateStore, name: str, *, shared: bool = True) -> T
     return store.save(template.model_copy(update={"shared": shared}))
 
 
-def _arguments(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
 def provenance_of_calls(template: Template, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The provenance of each past call a warm-up's ``messages`` show, in order, found among
     ``template``'s examples by tool and arguments (``found: false`` for a call none matches)."""
@@ -129,7 +121,7 @@ def provenance_of_calls(template: Template, messages: Sequence[Mapping[str, Any]
         found_function = call.get("function")
         function: Mapping[str, Any] = found_function if isinstance(found_function, Mapping) else {}
         name = str(function.get("name") or "")
-        key = (name, orjson.dumps(_arguments(function.get("arguments")), option=orjson.OPT_SORT_KEYS))
+        key = (name, orjson.dumps(arguments_value(function.get("arguments")), option=orjson.OPT_SORT_KEYS))
         found = index.get(key)
         if found is None:
             rows.append({"tool": name, "found": False})
