@@ -33,6 +33,16 @@ err_console = Console(stderr=True)
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON for scripts instead of tables for people.")
 ]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        "-s",
+        help="Template store: a directory, a .db file or a sqlite:// or postgresql:// URL. "
+        "Default: 'kindling templates path' shows it.",
+        show_default=False,
+    ),
+]
 
 
 def print_json(data: Any) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from kindling.cli.common import JsonOption, console, print_json
+from kindling.cli.common import JsonOption, StoreOption, console, print_json
 
 if TYPE_CHECKING:
     from kindling.templates.model import Template
@@ -48,18 +48,6 @@ def print_provenance(template: Template) -> None:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
-
-
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        help="Template store: a directory, a .db file or a sqlite:// or postgresql:// URL. "
-        "Default: 'kindling templates path' shows it.",
-        show_default=False,
-    ),
-]
 
 
 def register(templates_app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kindling.cli.common import (
     JsonOption,
+    StoreOption,
     console,
     err_console,
     print_json,
@@ -27,16 +28,6 @@ from kindling.cli.common import (
 if TYPE_CHECKING:
     from kindling.templates.store import TemplateStore
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        help="Template store: a directory, a .db file or a sqlite:// or postgresql:// URL. "
-        "Default: 'kindling templates path' shows it.",
-        show_default=False,
-    ),
-]
 BudgetOption = Annotated[
     int, typer.Option("--budget", "-b", min=0, help="Token budget for the warm messages (estimate: chars/4).")
 ]
