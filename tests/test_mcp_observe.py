@@ -174,7 +174,7 @@ def test_metrics_need_a_token_on_or_off_loopback(source: Path, host: str) -> Non
         )
         assert mcp.status_code == 401
         # Health and readiness need no token.
-        assert httpx.get(f"{root}/health").json() == {"status": "ok", "server": "kindling"}
+        assert httpx.get(f"{root}/health").json() == {"status": "ok", "service": "mcp"}
         assert httpx.get(f"{root}/ready").json() == {"status": "ready"}
         # A browser's page cannot read them either (the forgery guard holds for them too).
         assert (

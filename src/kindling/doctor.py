@@ -440,7 +440,7 @@ def check_proxy(options: DoctorOptions) -> tuple[list[Check], Check | None]:
     try:
         with httpx.Client(base_url=url, timeout=options.timeout) as http:
             health = http.get("/health")
-            if health.status_code != 200 or not _is_json(health) or "upstream" not in health.json():
+            if health.status_code != 200 or not _is_json(health) or health.json().get("service") != "proxy":
                 return [
                     Check(
                         "proxy",
@@ -449,14 +449,15 @@ def check_proxy(options: DoctorOptions) -> tuple[list[Check], Check | None]:
                         "Point KINDLING_PROXY_URL (or --proxy-url) at the proxy.",
                     )
                 ], None
-            upstream = str(health.json()["upstream"])
             ready = http.get("/ready")
+            upstream = _proxy_upstream(http)
     except httpx.HTTPError as exc:
         status: Status = "fail" if options.proxy_url else "warn"
         return [
             Check("proxy", status, f"The proxy at {url} does not answer: {type(exc).__name__}.", start)
         ], None
-    checks = [Check("proxy", "ok", f"The proxy at {url} answers; it forwards to {upstream}.")]
+    forwards = f"; it forwards to {upstream}" if upstream else ""
+    checks = [Check("proxy", "ok", f"The proxy at {url} answers{forwards}.")]
     problems = [str(p) for p in ready.json().get("problems", [])] if ready.status_code == 503 else []
     if ready.status_code not in (200, 503) or (ready.status_code == 503 and not problems):
         problems = [f"The proxy's /ready answered {ready.status_code}."]
@@ -482,8 +483,23 @@ def check_proxy(options: DoctorOptions) -> tuple[list[Check], Check | None]:
             "Start the model server, or fix the proxy's --upstream URL and restart it.",
         )
     else:
-        seen = Check("proxy upstream", "ok", f"The upstream {upstream} answers the proxy.")
+        seen = Check(
+            "proxy upstream",
+            "ok",
+            f"The upstream {upstream} answers the proxy." if upstream else "The proxy's upstream answers it.",
+        )
     return checks, seen
+
+
+def _proxy_upstream(http: httpx.Client) -> str | None:
+    """The proxy's upstream as its ``/kindling/status`` shows it (with ``KINDLING_PROXY_TOKEN``
+    when set), or None when it does not say."""
+    token = os.environ.get("KINDLING_PROXY_TOKEN")
+    answer = http.get("/kindling/status", headers={"x-kindling-token": token} if token else {})
+    if answer.status_code != 200 or not _is_json(answer):
+        return None
+    upstream = answer.json().get("upstream")
+    return upstream if isinstance(upstream, str) else None
 
 
 def check_upstream(upstream: str | None, timeout: float) -> Check:

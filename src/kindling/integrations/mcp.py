@@ -955,7 +955,7 @@ def _side_app(settings: McpSettings, registry: Any, *, token: str | None, metric
         return await anyio.to_thread.run_sync(ready_problems, settings)
 
     side = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
-    side.include_router(health_router(CachedReady(ready), info=lambda: {"server": SERVER_NAME}))
+    side.include_router(health_router(CachedReady(ready), info=lambda: {"service": "mcp"}))
 
     async def metrics(request: Request) -> Response:
         if registry is None:

@@ -230,11 +230,16 @@ def create_app(
         try:
             await app.state.client.get(f"{settings.upstream}/models", timeout=READY_TIMEOUT)
         except httpx.HTTPError as exc:
-            log.error("readiness: the upstream does not answer: %s", _hidden(_one_line(exc), settings))
-            problems.append(f"The upstream {shown_upstream} does not answer ({type(exc).__name__}).")
+            log.error(
+                "readiness: the upstream %s does not answer: %s",
+                shown_upstream,
+                _hidden(_one_line(exc), settings),
+            )
+            # No address here: /ready answers without a token (the log has it).
+            problems.append(f"The upstream does not answer ({type(exc).__name__}).")
         return problems
 
-    app.include_router(health_router(CachedReady(ready), info=lambda: {"upstream": shown_upstream}))
+    app.include_router(health_router(CachedReady(ready), info=lambda: {"service": "proxy"}))
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -493,7 +498,7 @@ def store_problems(store: ProxyStore) -> list[str]:
                 problems = schema_problems(conn, COMPONENT, MIGRATIONS)
     except Exception as exc:
         log.error("readiness: the store %s does not answer: %s", store.shown, _one_line(exc))
-        return [f"The recording store {store.shown} does not answer."]
+        return ["The recording store does not answer."]
     return problems
 
 
