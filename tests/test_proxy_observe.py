@@ -285,6 +285,10 @@ def test_spans_carry_ids_and_never_content(fake_openai: FakeOpenAI, tmp_path: Pa
     assert upstream.parent.span_id == request.context.span_id
     assert upstream.attributes["http.response.status_code"] == 200
     assert upstream.kind.name == "CLIENT"
+    # The upstream is told to continue the trace from the proxy's call.
+    sent = [r for r in fake_openai.requests if r["path"].endswith("/chat/completions")][-1]["headers"]
+    sent_parent = {k.lower(): v for k, v in sent.items()}["traceparent"]
+    assert sent_parent.split("-")[1:3] == [caller_trace, format(upstream.context.span_id, "016x")]
     assert warm.parent.span_id == request.context.span_id
     assert warm.attributes["kindling.session_id"] == session_id
     assert warm.attributes["kindling.warmup.template"] == "code"

@@ -74,6 +74,14 @@ class Spans:
             name, context=context, kind=kind, attributes=attributes, start_time=start_time
         )
 
+    def traceparent(self, span: Any) -> str | None:
+        """Return the ``traceparent`` header that makes a callee's spans children of ``span``."""
+        from opentelemetry import trace
+
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier, context=trace.set_span_in_context(span))
+        return carrier.get("traceparent")
+
     def close(self) -> None:
         """Send the spans still buffered and stop the exporter."""
         self.provider.shutdown()

@@ -340,7 +340,6 @@ def create_app(
         url = f"{settings.upstream}/{path}"
         if request.url.query:
             url += "?" + request.url.query
-        upstream_request = client.build_request(request.method, url, content=body, headers=headers)
         span = None
         if the_spans is not None:
             span = the_spans.start(
@@ -349,6 +348,11 @@ def create_app(
                 client=True,
                 parent=request.scope.get(SPAN_KEY),
             )
+            # A traced upstream (LiteLLM, a collector in front of it) continues the same trace.
+            parent = the_spans.traceparent(span)
+            if parent:
+                headers["traceparent"] = parent
+        upstream_request = client.build_request(request.method, url, content=body, headers=headers)
         sent = time.perf_counter()
         try:
             upstream = await client.send(upstream_request, stream=True)
