@@ -363,3 +363,29 @@ def test_proxy_refuses_an_unknown_log_format() -> None:
 
     result = CliRunner().invoke(app, ["proxy", "--upstream", "http://127.0.0.1:1/v1", "--log-format", "xml"])
     assert result.exit_code == 2 and "--log-format" in result.output
+
+
+def test_an_unreachable_upstream_is_counted_by_what_went_wrong(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    with running_proxy(
+        f"http://127.0.0.1:{dead}/v1", tmp_path / "unreachable.db", metrics_token=METRICS_TOKEN
+    ) as proxy:
+        root = proxy.base_url.removesuffix("/v1")
+        before = scrape(root)
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-test", max_retries=0)
+        for _ in range(2):
+            with pytest.raises(openai.APIStatusError) as failed:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            assert failed.value.status_code == 502
+        after = scrape(root)
+    change = moved(before, after)
+    unreachable = (
+        "kindling_proxy_upstream_errors_total",
+        (("endpoint", "chat/completions"), ("status", "unreachable")),
+    )
+    assert change[unreachable] == 2
+    assert change[requests_of("/v1/chat/completions", "POST", 502)] == 2
+    # No answer came, so no upstream latency was observed.
+    assert by_endpoint("kindling_proxy_upstream_duration_seconds_count", "chat/completions") not in change
