@@ -21,8 +21,15 @@ it would for an agent. Calls to the three targets alternate, so drift hits all a
    Printed beside it, for information: the same with an instant server, where the two cores of this
    machine are shared by the client, the server and the proxy.
 
-    python bench/proxy.py            # 150 conversations per target, 5 s of load each
-    python bench/proxy.py --quick    # a few seconds
+4. With --metrics-overhead, only this: what Prometheus metrics cost the proxy. Two proxies, one with
+   metrics on (the default) and one with --no-metrics, on the same fake server; calls alternate
+   between them. Printed as on / off: the added latency's p50, the proxy process's CPU time per
+   call (the steadiest figure on a shared machine), and the throughput of 8 clients against an
+   instant server (CPU-bound), best of alternating rounds; target: within 3% (<= 1.03x, >= 0.97x).
+
+    python bench/proxy.py                      # 150 conversations per target, 5 s of load each
+    python bench/proxy.py --quick              # a few seconds
+    python bench/proxy.py --metrics-overhead   # metrics on against off
 """
 
 from __future__ import annotations
@@ -85,22 +92,32 @@ def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> Non
 
 
 @contextlib.contextmanager
-def _processes(home: Path) -> Iterator[dict[str, str]]:
+def _processes(home: Path, names: tuple[str, ...] = ("fake", "bare", "proxy")) -> Iterator[dict[str, str]]:
+    """Start ``names`` (of fake, bare, proxy, and proxy_off: the proxy with --no-metrics); yield
+    their base URLs. Their process ids are in ``PIDS`` meanwhile."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "KINDLING_HOME": str(home)}
-    ports = {name: _free_port() for name in ("fake", "bare", "proxy")}
+    ports = {name: _free_port() for name in names}
     upstream = f"http://127.0.0.1:{ports['fake']}/v1"
+
+    def proxy(name: str, *extra: str) -> list[str]:
+        return [
+            sys.executable, "-m", "kindling", "proxy", "--upstream", upstream, "--port", str(ports[name]),
+            "--db", str(home / f"{name}.db"), "--log-level", "warning", *extra,
+        ]  # fmt: skip
+
     commands = {
         "fake": [sys.executable, __file__, "--serve-fake", str(ports["fake"])],
-        "bare": [sys.executable, __file__, "--serve-bare", str(ports["bare"]), upstream],
-        "proxy": [
-            sys.executable, "-m", "kindling", "proxy", "--upstream", upstream, "--port", str(ports["proxy"]),
-            "--db", str(home / "proxy.db"), "--log-level", "warning",
-        ],
-    }  # fmt: skip
+        "bare": [sys.executable, __file__, "--serve-bare", str(ports.get("bare", 0)), upstream],
+        # Compared with each other, the two proxies build no template (a build is a child process
+        # that takes a core for a while, whenever it happens to run).
+        "proxy": proxy("proxy", "--build-every", "0") if "proxy_off" in ports else proxy("proxy"),
+        "proxy_off": proxy("proxy_off", "--no-metrics", "--build-every", "0") if "proxy_off" in ports else [],
+    }
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        for name, command in commands.items():
-            procs[name] = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        for name in names:
+            procs[name] = subprocess.Popen(commands[name], env=env, stdout=subprocess.DEVNULL)
+            PIDS[name] = procs[name].pid
             _wait(f"http://127.0.0.1:{ports[name]}/v1/models", procs[name])
         yield {name: f"http://127.0.0.1:{port}/v1" for name, port in ports.items()}
     finally:
@@ -108,6 +125,66 @@ def _processes(home: Path) -> Iterator[dict[str, str]]:
             proc.terminate()
         for proc in procs.values():
             proc.wait(10)
+
+
+#: The process id of each process ``_processes`` started.
+PIDS: dict[str, int] = {}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def metrics_overhead(conversations: int, seconds: float, rounds: int) -> None:
+    """Print what metrics cost the proxy: metrics on / off, measured in this run (see item 4)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        _template(home)
+        with _processes(home, ("fake", "proxy", "proxy_off")) as urls:
+            pair = {"direct": urls["fake"], "on": urls["proxy"], "off": urls["proxy_off"]}
+            latency(pair, 3, offset=10_000_000)  # warm the connections and the template store
+            pids = {"on": PIDS["proxy"], "off": PIDS["proxy_off"]}
+            cpu = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+            calls = latency(pair, conversations, offset=0)
+            served = {name: len(calls[name]) for name in pids}
+            rates: dict[str, list[float]] = {"on": [], "off": []}
+            for number in range(rounds):
+                order = ("on", "off") if number % 2 == 0 else ("off", "on")
+                for name in order:
+                    offset = 20_000_000 + number * 1_000_000 + (0 if name == "on" else 500_000)
+                    done, elapsed = load(pair[name], seconds, 8, offset, {})
+                    rates[name].append(done / elapsed)
+                    served[name] += done
+            used = {name: _cpu_seconds(pid) - cpu[name] for name, pid in pids.items()}
+            scraped = httpx.get(urls["proxy"].removesuffix("/v1") + "/metrics", timeout=10).text
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in scraped.splitlines()
+        if line.startswith("kindling_http_requests_total{") and 'route="/v1/chat/completions"' in line
+    )
+    direct = _percentile(calls["direct"], 0.5)
+    added = {name: _percentile(calls[name], 0.5) - direct for name in ("on", "off")}
+    per_call = {name: used[name] / served[name] for name in used}
+    best = {name: max(values) for name, values in rates.items()}
+    print(
+        f"metrics overhead: {len(calls['on'])} non-streaming calls per proxy ({conversations} conversations)"
+    )
+    print(
+        f"added latency p50: metrics on {added['on'] * 1000:.3f} ms, off {added['off'] * 1000:.3f} ms; "
+        f"on/off {added['on'] / added['off']:.3f}x"
+    )
+    print(
+        f"proxy CPU time per call ({served['on']} and {served['off']} calls): metrics on "
+        f"{per_call['on'] * 1000:.3f} ms, off {per_call['off'] * 1000:.3f} ms; "
+        f"on/off {per_call['on'] / per_call['off']:.3f}x (target <= 1.03x)"
+    )
+    print(
+        f"throughput, 8 clients, instant server, best of {rounds} alternating rounds: metrics on "
+        f"{best['on']:.1f}/s, off {best['off']:.1f}/s; on/off {best['on'] / best['off']:.3f}x (target >= 0.97x)"
+    )
+    print(f"the metrics-on proxy counted {counted:.0f} chat completions (kindling_http_requests_total)")
 
 
 def serve_fake(port: int) -> None:
@@ -280,6 +357,12 @@ def first_chunks(
 
 def throughput(url: str, seconds: float, workers: int, offset: int, headers: dict[str, str]) -> float:
     """Completed calls per second with ``workers`` clients calling in a loop for ``seconds``."""
+    calls, elapsed = load(url, seconds, workers, offset, headers)
+    return calls / elapsed
+
+
+def load(url: str, seconds: float, workers: int, offset: int, headers: dict[str, str]) -> tuple[int, float]:
+    """Calls completed by ``workers`` clients calling in a loop for ``seconds``, and the time taken."""
     done = [0] * workers
     stop = time.monotonic() + seconds
     failures: list[BaseException] = []
@@ -311,7 +394,7 @@ def throughput(url: str, seconds: float, workers: int, offset: int, headers: dic
         thread.join()
     if failures:
         raise failures[0]
-    return sum(done) / (time.monotonic() - started)
+    return sum(done), time.monotonic() - started
 
 
 def _drained(url: str, timeout: float = 30.0) -> dict[str, Any]:
@@ -333,6 +416,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="load time per throughput figure")
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="modelled time to first token")
     parser.add_argument("--chunk-ms", type=float, default=5.0, help="modelled time between events")
+    parser.add_argument(
+        "--metrics-overhead", action="store_true", help="only compare the proxy with metrics on and off"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="--metrics-overhead: throughput rounds each")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -344,6 +431,9 @@ def main() -> None:
         return
     conversations = 15 if args.quick else args.conversations
     seconds = 1.0 if args.quick else args.seconds
+    if args.metrics_overhead:
+        metrics_overhead(conversations, seconds, 2 if args.quick else args.rounds)
+        return
     modelled = {"X-Fake-Latency": str(args.ttft_ms / 1000), "X-Fake-Chunk-Delay": str(args.chunk_ms / 1000)}
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -44,8 +44,12 @@ def installed_units(tmp_path: Path) -> list[Path]:
     return copies
 
 
-def test_there_are_units_for_the_daemon_and_the_proxy() -> None:
-    assert [u.name for u in UNITS] == ["kindling-confirm.service", "kindling-proxy.service"]
+def test_there_are_units_for_the_daemon_the_proxy_and_mcp() -> None:
+    assert [u.name for u in UNITS] == [
+        "kindling-confirm.service",
+        "kindling-mcp.service",
+        "kindling-proxy.service",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
@@ -78,12 +82,15 @@ def test_the_units_start_kindling_with_options_it_takes() -> None:
         serve.make_context("serve", ["--no-such-option"])
 
 
-def test_the_scrape_config_matches_the_daemons_unit() -> None:
+@pytest.mark.parametrize("service", ["confirm", "proxy", "mcp"])
+def test_the_scrape_config_matches_each_services_unit(service: str) -> None:
     config = yaml.safe_load((DEPLOY / "prometheus" / "kindling.yml").read_text())
-    job = next(j for j in config["scrape_configs"] if j["job_name"] == "kindling-confirm")
-    argv = exec_start(DEPLOY / "systemd" / "kindling-confirm.service")
+    job = next(j for j in config["scrape_configs"] if j["job_name"] == f"kindling-{service}")
+    argv = exec_start(DEPLOY / "systemd" / f"kindling-{service}.service")
     port = argv[argv.index("--port") + 1]
     host = argv[argv.index("--host") + 1]
     assert job["static_configs"][0]["targets"] == [f"{host}:{port}"]
     assert job["metrics_path"] == "/metrics"
     assert job["authorization"]["type"] == "Bearer" and job["authorization"]["credentials_file"]
+    # Each service logs JSON lines under systemd.
+    assert argv[argv.index("--log-format") + 1] == "json"

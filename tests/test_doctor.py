@@ -41,6 +41,8 @@ def no_daemon_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         "KINDLING_CONFIRM_TOKEN",
         "KINDLING_CONFIRM_APPROVER_TOKEN",
         "KINDLING_CONFIRM_DB",
+        "KINDLING_PROXY_URL",
+        "KINDLING_PROXY_DB",
     ):
         monkeypatch.delenv(name, raising=False)
 
@@ -220,3 +222,97 @@ def test_the_doctor_changes_nothing(isolated_homes: Path) -> None:
     checks = diagnose(DoctorOptions(confirm_db=db))
     assert found(checks, "confirm store").status == "ok" and found(checks, "templates").status == "fail"
     assert sorted((path, sorted(files)) for path, _, files in os.walk(isolated_homes)) == before
+
+
+def test_a_running_proxy_its_store_and_its_upstream_answer(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    from proxy_support import running_proxy
+
+    with running_proxy(fake_openai.base_url, tmp_path / "proxy.db") as proxy:
+        checks = diagnose(DoctorOptions(proxy_url=proxy.base_url))
+    assert found(checks, "proxy").status == "ok" and fake_openai.base_url in found(checks, "proxy").detail
+    assert found(checks, "proxy store").status == "ok"
+    upstream = found(checks, "proxy upstream")
+    assert upstream.status == "ok" and "answers the proxy" in upstream.detail
+    assert healthy(checks)
+
+
+def test_a_proxys_dead_upstream_fails_with_its_fix(tmp_path: Path) -> None:
+    from proxy_support import running_proxy
+
+    with running_proxy(f"http://127.0.0.1:{free_port()}/v1", tmp_path / "proxy.db") as proxy:
+        checks = diagnose(DoctorOptions(proxy_url=proxy.base_url))
+    upstream = found(checks, "proxy upstream")
+    assert upstream.status == "fail" and "does not answer" in upstream.detail
+    assert upstream.fix == "Start the model server, or fix the proxy's --upstream URL and restart it."
+    assert found(checks, "proxy").status == "ok" and not healthy(checks)
+
+
+def test_a_proxys_store_from_a_newer_kindling_fails_with_its_fix(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    from kindling.proxy.recorder import ProxyStore
+    from proxy_support import running_proxy
+
+    db = tmp_path / "proxy.db"
+    store = ProxyStore(db)
+    store.ensure_ready()
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO kindling_migrations (component, name, applied_at) "
+                "VALUES ('proxy', 'm999_from_the_future', 'now')"
+            )
+        )
+    store.close()
+    with running_proxy(fake_openai.base_url, db) as proxy:
+        checks = diagnose(DoctorOptions(proxy_url=proxy.base_url))
+    store_check = found(checks, "proxy store")
+    assert store_check.status == "fail" and "m999_from_the_future" in store_check.detail
+    assert store_check.fix.startswith("Upgrade kindling where the proxy runs")
+    assert found(checks, "proxy upstream").status == "ok"
+
+
+def test_a_configured_proxy_that_does_not_answer_fails(fake_openai: FakeOpenAI) -> None:
+    gone = found(diagnose(DoctorOptions(proxy_url=f"http://127.0.0.1:{free_port()}", timeout=1)), "proxy")
+    assert gone.status == "fail" and "does not answer" in gone.detail
+    assert gone.fix.startswith("Start it (kindling proxy --upstream URL")
+    # Something else answering there is named as such.
+    other = found(diagnose(DoctorOptions(proxy_url=fake_openai.root_url)), "proxy")
+    assert other.status == "fail" and "not a kindling proxy" in other.detail
+    result = runner.invoke(
+        app, ["doctor", "--json", "--proxy-url", f"http://127.0.0.1:{free_port()}", "--timeout", "1"]
+    )
+    assert result.exit_code == 1 and json.loads(result.output)["ok"] is False
+    # Not configured, and no proxy has recorded here: nothing to check.
+    assert found(diagnose(DoctorOptions()), "proxy").status == "skip"
+
+
+def test_tools_the_proxys_conversations_use_without_examples_are_named(
+    isolated_homes: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+
+    from fake_openai import text, tool_call
+    from kindling.proxy.settings import default_db
+    from proxy_support import TOOLS, running_proxy, wait_recorded
+
+    open_store().save(
+        Template(name="main", examples=[Example(tool_name="read_file", context="c", result="r")])
+    )
+    fake_openai.script = [tool_call("terminal", {"path": "make test"}), text("Done.")]
+    with running_proxy(fake_openai.base_url, default_db(), build_every=0) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-test", max_retries=0)
+        messages: list[dict[str, object]] = [{"role": "user", "content": "Run the tests"}]
+        reply = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+        messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+        messages.append(
+            {"role": "tool", "tool_call_id": reply.choices[0].message.tool_calls[0].id, "content": "ok"}
+        )  # type: ignore[index]
+        client.chat.completions.create(model="m", messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+        wait_recorded(proxy.base_url)
+        monkeypatch.setenv("KINDLING_PROXY_URL", proxy.base_url)
+        checks = diagnose(DoctorOptions.from_env())
+    tools = found(checks, "proxy tools without examples")
+    assert tools.status == "warn" and "terminal" in tools.detail and "read_file" not in tools.detail
+    assert tools.fix.endswith(f"kindling build proxy-default {default_db()} --tenant default")
+    assert found(checks, "proxy").status == "ok"

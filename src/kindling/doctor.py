@@ -7,8 +7,10 @@ migrating it, a daemon is asked only what changes nothing.
 
 What is checked: ``$KINDLING_HOME`` is a writable directory; the confirmation store opens at the
 current schema; the daemon answers and each configured token has the role its user needs; the Hermes
-plugin is installed and enabled; the proxy's upstream answers; templates exist for warm-up and for the
-tools the recent Hermes sessions use; the clock is sane (and agrees with the daemon's).
+plugin is installed and enabled; a running proxy answers, and its upstream and recording store answer
+it (or the upstream named answers this machine); templates exist for warm-up and for the tools the
+recent Hermes sessions and the proxy's recent conversations use; the clock is sane (and agrees with
+the daemon's).
 """
 
 from __future__ import annotations
@@ -58,16 +60,18 @@ class DoctorOptions:
     agent_token: str | None = None
     approver_token: str | None = None
     upstream: str | None = None
+    proxy_url: str | None = None
     timeout: float = 3.0
 
     @classmethod
     def from_env(cls, **overrides: Any) -> DoctorOptions:
-        """Fill unset options from ``KINDLING_CONFIRM_URL``, ``KINDLING_CONFIRM_TOKEN`` and
-        ``KINDLING_CONFIRM_APPROVER_TOKEN``."""
+        """Fill unset options from ``KINDLING_CONFIRM_URL``, ``KINDLING_CONFIRM_TOKEN``,
+        ``KINDLING_CONFIRM_APPROVER_TOKEN`` and ``KINDLING_PROXY_URL``."""
         values: dict[str, Any] = {
             "confirm_url": os.environ.get("KINDLING_CONFIRM_URL") or None,
             "agent_token": os.environ.get("KINDLING_CONFIRM_TOKEN") or None,
             "approver_token": os.environ.get("KINDLING_CONFIRM_APPROVER_TOKEN") or None,
+            "proxy_url": os.environ.get("KINDLING_PROXY_URL") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -82,7 +86,12 @@ def diagnose(options: DoctorOptions | None = None, *, now: Callable[[], float] =
     plugin, warm_in_use = check_hermes_plugin()
     checks.append(plugin)
     checks.extend(check_templates(warm_in_use))
-    checks.append(check_upstream(options.upstream, options.timeout))
+    proxy, upstream_seen = check_proxy(options)
+    checks.extend(proxy)
+    if options.upstream or upstream_seen is None:
+        checks.append(check_upstream(options.upstream, options.timeout))
+    else:
+        checks.append(upstream_seen)
     return checks
 
 
@@ -337,7 +346,8 @@ def check_hermes_plugin() -> tuple[Check, bool]:
 
 
 def check_templates(warm_in_use: bool) -> list[Check]:
-    """Templates exist for warm-up, and cover the tools the newest Hermes sessions use."""
+    """Templates exist for warm-up, and cover the tools the newest Hermes sessions and the newest
+    conversations the proxy recorded use."""
     from kindling.templates.store import open_store
 
     try:
@@ -354,43 +364,142 @@ def check_templates(warm_in_use: bool) -> list[Check]:
         )
         return [Check("templates", status, detail, f"Build one: {build}")]
     checks = [Check("templates", "ok", f"{len(usable)} template(s) with examples in {store.location}.")]
-    used = _recent_tools()
-    if used is None:
-        return checks
     covered = {e.tool_name for t in usable for e in t.examples}
-    missing = sorted(set(used) - covered)
-    if missing:
-        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        checks.append(
-            Check(
-                "tools without examples",
-                "warn",
-                f"Recent Hermes sessions use tools no template has an example of: {shown}.",
-                f"Rebuild the template from recent sessions: {build}",
+    proxy_db = _proxy_db()
+    for name, used, whose, fix in (
+        (
+            "tools without examples",
+            _recent_tools(hermes_state_db()),
+            "Recent Hermes sessions",
+            f"Rebuild the template from recent sessions: {build}",
+        ),
+        (
+            "proxy tools without examples",
+            _recent_tools(proxy_db) if proxy_db is not None else None,
+            "Conversations the proxy recorded lately",
+            "Rebuild the default tenant's template from them (the proxy does every --build-every "
+            f"conversations): kindling build proxy-default {proxy_db} --tenant default",
+        ),
+    ):
+        if used is None:
+            continue
+        missing = sorted(set(used) - covered)
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{whose} use tools no template has an example of: {shown}.",
+                    fix,
+                )
             )
-        )
-    else:
-        checks.append(
-            Check(
-                "tools without examples", "ok", f"Every tool recent sessions use ({len(used)}) has examples."
-            )
-        )
+        else:
+            phrase = whose[0].lower() + whose[1:]
+            checks.append(Check(name, "ok", f"Every tool {phrase} use ({len(used)}) has examples."))
     return checks
 
 
-def _recent_tools() -> list[str] | None:
-    state = hermes_state_db()
-    if not state.is_file():
+def _proxy_db() -> str | None:
+    """The proxy's recordings when they are a SQLite file here (a database server is not read)."""
+    from kindling.proxy.settings import default_db
+
+    target = default_db()
+    return target if "://" not in target and os.path.isfile(target) else None
+
+
+def _recent_tools(source: Any) -> list[str] | None:
+    """The tools called in the newest sessions of ``source`` (None when there is no such file)."""
+    if not os.path.isfile(source):
         return None
     from kindling.sessions.sources import iter_sessions
 
     tools: dict[str, None] = {}
     with contextlib.suppress(KindlingError):
-        for session in islice(iter_sessions(state), RECENT_SESSIONS):
+        for session in islice(iter_sessions(source), RECENT_SESSIONS):
             for message in session.messages:
                 for call in message.tool_calls:
                     tools[call.name] = None
     return list(tools)
+
+
+def check_proxy(options: DoctorOptions) -> tuple[list[Check], Check | None]:
+    """A configured proxy answers, and its recording store and upstream answer it.
+
+    Configured: ``options.proxy_url`` (``KINDLING_PROXY_URL``), or a proxy has recorded in this
+    ``$KINDLING_HOME`` (then the default address is asked, and silence is only a warning: it may
+    not be running on purpose). Returns the findings and, when the proxy said, what it found of
+    its upstream (the ``proxy upstream`` check, asked from where the proxy runs).
+    """
+    from kindling.proxy.settings import DEFAULT_HOST, DEFAULT_PORT
+
+    url = (options.proxy_url or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}").rstrip("/").removesuffix("/v1")
+    if options.proxy_url is None and _proxy_db() is None:
+        return [Check("proxy", "skip", "No proxy is configured (KINDLING_PROXY_URL, --proxy-url).")], None
+    start = "Start it (kindling proxy --upstream URL, or systemctl start kindling-proxy) or fix KINDLING_PROXY_URL."
+    try:
+        with httpx.Client(base_url=url, timeout=options.timeout) as http:
+            health = http.get("/health")
+            if health.status_code != 200 or not _is_json(health) or health.json().get("service") != "proxy":
+                return [
+                    Check(
+                        "proxy",
+                        "fail",
+                        f"What answers at {url} is not a kindling proxy (/health: {health.status_code}).",
+                        "Point KINDLING_PROXY_URL (or --proxy-url) at the proxy.",
+                    )
+                ], None
+            ready = http.get("/ready")
+            upstream = _proxy_upstream(http)
+    except httpx.HTTPError as exc:
+        status: Status = "fail" if options.proxy_url else "warn"
+        return [
+            Check("proxy", status, f"The proxy at {url} does not answer: {type(exc).__name__}.", start)
+        ], None
+    forwards = f"; it forwards to {upstream}" if upstream else ""
+    checks = [Check("proxy", "ok", f"The proxy at {url} answers{forwards}.")]
+    problems = [str(p) for p in ready.json().get("problems", [])] if ready.status_code == 503 else []
+    if ready.status_code not in (200, 503) or (ready.status_code == 503 and not problems):
+        problems = [f"The proxy's /ready answered {ready.status_code}."]
+    upstream_problems = [p for p in problems if "upstream" in p]
+    store_problems = [p for p in problems if p not in upstream_problems]
+    if store_problems:
+        newer = any("newer kindling" in p for p in store_problems)
+        fix = (
+            "Upgrade kindling where the proxy runs to the release that wrote its store (pip install -U kindling-agent)."
+            if newer
+            else "Check the proxy's --db (KINDLING_PROXY_DB) names a database it can reach, then read its log."
+        )
+        checks.append(Check("proxy store", "fail", " ".join(store_problems), fix))
+    else:
+        checks.append(
+            Check("proxy store", "ok", "The proxy's recording store answers at the current schema.")
+        )
+    if upstream_problems:
+        seen = Check(
+            "proxy upstream",
+            "fail",
+            " ".join(upstream_problems),
+            "Start the model server, or fix the proxy's --upstream URL and restart it.",
+        )
+    else:
+        seen = Check(
+            "proxy upstream",
+            "ok",
+            f"The upstream {upstream} answers the proxy." if upstream else "The proxy's upstream answers it.",
+        )
+    return checks, seen
+
+
+def _proxy_upstream(http: httpx.Client) -> str | None:
+    """The proxy's upstream as its ``/kindling/status`` shows it (with ``KINDLING_PROXY_TOKEN``
+    when set), or None when it does not say."""
+    token = os.environ.get("KINDLING_PROXY_TOKEN")
+    answer = http.get("/kindling/status", headers={"x-kindling-token": token} if token else {})
+    if answer.status_code != 200 or not _is_json(answer):
+        return None
+    upstream = answer.json().get("upstream")
+    return upstream if isinstance(upstream, str) else None
 
 
 def check_upstream(upstream: str | None, timeout: float) -> Check:

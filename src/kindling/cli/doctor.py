@@ -31,6 +31,14 @@ def doctor_command(
     upstream: Annotated[
         str | None, typer.Option("--upstream", help="The proxy's upstream base URL, to check it answers.")
     ] = None,
+    proxy_url: Annotated[
+        str | None,
+        typer.Option(
+            "--proxy-url",
+            help="A running proxy's address, to check it and what it reaches (default: KINDLING_PROXY_URL; "
+            "else 127.0.0.1:6100 when a proxy has recorded here).",
+        ),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each HTTP answer.")] = 3.0,
     json_output: JsonOption = False,
 ) -> None:
@@ -38,13 +46,14 @@ def doctor_command(
 
     Checks $KINDLING_HOME, the clock, the confirm database's schema, the daemon and the role of each
     token set (KINDLING_CONFIRM_TOKEN: agent, KINDLING_CONFIRM_APPROVER_TOKEN: approver), the Hermes
-    plugin, templates for warm-up and for the tools recent sessions use, and the proxy's upstream.
-    Example: kindling doctor --upstream http://127.0.0.1:8000/v1
+    plugin, templates for warm-up and for the tools recent sessions and the proxy's conversations use, a
+    running proxy with its store and upstream, or the upstream named.
+    Example: kindling doctor --proxy-url http://127.0.0.1:6100
     """
     from kindling.doctor import DoctorOptions, as_json, diagnose, healthy
 
     options = DoctorOptions.from_env(
-        confirm_db=db, confirm_url=confirm_url, upstream=upstream, timeout=timeout
+        confirm_db=db, confirm_url=confirm_url, upstream=upstream, proxy_url=proxy_url, timeout=timeout
     )
     checks = diagnose(options)
     if json_output:

@@ -48,6 +48,20 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         log_level: Annotated[str, typer.Option(help="--http: uvicorn log level.")] = "warning",
+        log_format: Annotated[
+            str,
+            typer.Option(
+                "--log-format", help="--http: human (default) or json: one JSON object a line on stderr."
+            ),
+        ] = "human",
+        metrics: Annotated[
+            bool,
+            typer.Option(
+                "--metrics/--no-metrics",
+                help="--http: answer Prometheus /metrics (default on); it takes the bearer token or the "
+                "metrics token (KINDLING_MCP_METRICS_TOKEN).",
+            ),
+        ] = True,
     ) -> None:
         """Serve warm_session, request_confirmation, tool_failure_rates, memory and skills over MCP.
 
@@ -58,9 +72,14 @@ def register(app: typer.Typer) -> None:
             claude mcp add kindling -- kindling mcp
 
             kindling mcp --http --port 8765
-        """
-        from kindling.integrations.mcp import McpSettings, run_http, run_stdio
 
+        Over HTTP it also answers /health, /ready and /metrics (see docs/operations.md).
+        """
+        from kindling.integrations.mcp import METRICS_TOKEN_ENV, McpSettings, run_http, run_stdio
+        from kindling.observe.logs import LOG_FORMATS
+
+        if log_format not in LOG_FORMATS:
+            raise typer.BadParameter(f"use {' or '.join(LOG_FORMATS)}", param_hint="--log-format")
         settings = McpSettings.from_env(sources=sources or ())
         if http:
             run_http(
@@ -70,6 +89,9 @@ def register(app: typer.Typer) -> None:
                 token=token or os.environ.get(TOKEN_ENV),
                 log_level=log_level,
                 allow_hosts=tuple(allow_host or ()),
+                log_format=log_format,
+                metrics=metrics,
+                metrics_token=os.environ.get(METRICS_TOKEN_ENV) or None,
             )
         else:
             run_stdio(settings)

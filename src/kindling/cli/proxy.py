@@ -112,9 +112,21 @@ def proxy_command(
         ),
     ] = 600.0,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="human (default) or json: one JSON object a line on stderr.")
+    ] = "human",
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="Answer Prometheus /metrics and count for it (default on). /metrics takes the metrics "
+            "token (KINDLING_PROXY_METRICS_TOKEN) or the default tenant's.",
+        ),
+    ] = True,
 ) -> None:
     """Run the proxy in the foreground. Point the agent's base URL at http://HOST:PORT/v1
-    (an Anthropic client's at http://HOST:PORT: its SDK adds /v1/messages).
+    (an Anthropic client's at http://HOST:PORT: its SDK adds /v1/messages). It answers /health,
+    /ready and /metrics (see docs/operations.md).
 
     Examples:
 
@@ -135,8 +147,13 @@ def proxy_command(
         raise ConfigError(
             "--upstream is required: the base URL to forward to (e.g. https://api.openai.com/v1)."
         )
+    from kindling.observe.logs import LOG_FORMATS
+
+    if log_format not in LOG_FORMATS:
+        raise typer.BadParameter(f"use {' or '.join(LOG_FORMATS)}", param_hint="--log-format")
     if read_timeout <= 0 or build_interval < 0:
         raise ConfigError("--read-timeout must be above 0 seconds and --build-interval 0 or more.")
+    body_limit: dict[str, Any] = {} if max_body_mb is None else {"max_body_bytes": max_body_mb * 1024 * 1024}
     settings = ProxySettings.resolve(
         upstream,
         host=host,
@@ -152,13 +169,26 @@ def proxy_command(
         read_timeout=read_timeout,
         build_every=build_every,
         build_interval=build_interval if build_every else 0.0,
-        **({} if max_body_mb is None else {"max_body_bytes": max_body_mb * 1024 * 1024}),
+        metrics=metrics,
+        **body_limit,
     )
     serve(
         settings,
         log_level=log_level,
-        announce=lambda line: err_console.print(line, markup=False, soft_wrap=True),
+        log_format=log_format,
+        announce=_announce if log_format == "human" else _log_announce,
     )
+
+
+def _announce(line: str) -> None:
+    err_console.print(line, markup=False, soft_wrap=True)
+
+
+def _log_announce(line: str) -> None:
+    # With --log-format json, stderr stays one JSON object a line.
+    import logging
+
+    logging.getLogger("kindling.proxy").info(line)
 
 
 @proxy_app.command("path")

@@ -10,6 +10,12 @@ create through ``kindling.review.skills.SkillStore``). Resources: every template
 ``kindling://templates/{name}`` and the two memory files as ``kindling://memory/memory`` and
 ``kindling://memory/user``.
 
+Watched over HTTP (``McpEdge``, with ``kindling.observe``): ``/health``, ``/ready`` (the template
+store opens, the session sources exist; cached briefly) and ``/metrics`` (requests by route and
+status, tool calls by tool and outcome; the metrics token or the server's own), and with tracing on
+a span per request and per tool call (the tool's name, the MCP session id, the outcome: never
+its arguments or result).
+
 Each tool's arguments are one pydantic model: it yields the JSON schema the client sees and
 validates the call, so the two never drift (``warm_session`` reuses its own published schema and
 checks). A bad argument, a refused write or an unreachable daemon comes back as an MCP tool error
@@ -604,8 +610,62 @@ def _read_resource(uri: str) -> tuple[str, str]:
 # -- the server ------------------------------------------------------------------------------------
 
 
-def create_server(settings: McpSettings | None = None) -> Any:
-    """Return the MCP server (an ``mcp.server.Server``) with kindling's tools and resources."""
+# -- watching the tools -----------------------------------------------------------------------------
+
+#: How a tool call ended: answered, answered with a tool error (a refused write, an unreachable
+#: daemon), refused for its arguments, failed unexpectedly, or named no tool kindling serves.
+OUTCOMES = ("ok", "error", "invalid", "failed", "unknown_tool")
+
+
+class ToolMetrics:
+    """``kindling_mcp_tool_calls_total{tool,outcome}`` and ``kindling_mcp_tool_call_duration_seconds{tool}``
+    as plain counts (``observe.metrics.Counts``), collected when Prometheus scrapes. A name no tool
+    has is counted under ``tool="unknown"``, so a client cannot grow the series without bound."""
+
+    def __init__(self, registry: Any) -> None:
+        from kindling.observe.metrics import LATENCY_BUCKETS, Counts
+
+        self.durations = Counts(LATENCY_BUCKETS)
+        self.calls: dict[tuple[str, str], int] = {}
+        registry.register(self)
+
+    def called(self, tool: str, outcome: str, seconds: float) -> None:
+        """Count one tool call."""
+        key = (tool, outcome)
+        self.calls[key] = self.calls.get(key, 0) + 1
+        self.durations.observe((tool,), seconds)
+
+    def collect(self) -> Iterator[Any]:
+        """Yield the calls counter and the duration histogram."""
+        from prometheus_client.core import CounterMetricFamily
+
+        calls = CounterMetricFamily(
+            "kindling_mcp_tool_calls",
+            f"Tool calls answered, by tool and outcome ({', '.join(OUTCOMES)}).",
+            labels=["tool", "outcome"],
+        )
+        for (tool, outcome), count in list(self.calls.items()):
+            calls.add_metric([tool, outcome], count)
+        yield calls
+        yield self.durations.family(
+            "kindling_mcp_tool_call_duration_seconds", "Time to answer a tool call, by tool.", ["tool"]
+        )
+
+
+def _request_header(ctx: Any, name: str) -> str | None:
+    """A header of the HTTP request that carried a tool call (None over stdio)."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    value = headers.get(name) if headers is not None else None
+    return value if isinstance(value, str) else None
+
+
+def create_server(
+    settings: McpSettings | None = None, *, metrics: ToolMetrics | None = None, spans: Any = None
+) -> Any:
+    """Return the MCP server (an ``mcp.server.Server``) with kindling's tools and resources; each
+    tool call is counted in ``metrics`` and spanned by ``spans`` (an ``observe.tracing.Spans``)
+    when given."""
     from mcp.server import Server
     from mcp.shared.exceptions import MCPError
 
@@ -621,23 +681,58 @@ def create_server(settings: McpSettings | None = None) -> Any:
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if metrics is None and spans is None:
+            return (await answer_tool(ctx, params))[0]
+        tool = params.name if params.name in specs else "unknown"
+        span = None
+        if spans is not None:
+            attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool}
+            request_id = getattr(ctx, "request_id", None)
+            if request_id is not None:
+                attributes["jsonrpc.request.id"] = str(request_id)
+            # A session id where the protocol has sessions (before 2026-07-28 streamable HTTP).
+            session = _request_header(ctx, "mcp-session-id")
+            if session:
+                attributes["mcp.session.id"] = attributes["kindling.session_id"] = session
+            span = spans.start(
+                f"tools/call {tool}",
+                attributes,
+                traceparent=_request_header(ctx, "traceparent"),
+                internal=True,
+            )
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            result, outcome = await answer_tool(ctx, params)
+            return result
+        finally:
+            if metrics is not None:
+                metrics.called(tool, outcome, time.perf_counter() - started)
+            if span is not None:
+                span.set_attribute("kindling.mcp.outcome", outcome)
+                span.end()
+
+    async def answer_tool(ctx: Any, params: types.CallToolRequestParams) -> tuple[types.CallToolResult, str]:
         spec = specs.get(params.name)
         if spec is None:
-            return _error(f"Unknown tool {params.name!r}; kindling serves {', '.join(specs)}.")
+            return _error(
+                f"Unknown tool {params.name!r}; kindling serves {', '.join(specs)}."
+            ), "unknown_tool"
         raw = dict(params.arguments or {})
         try:
             args: Any = spec.arguments.model_validate(raw) if spec.arguments is not None else raw
             output = await spec.handler(ctx, args, settings)
         except ValidationError as exc:
-            return _error(_invalid(spec.name, exc))
+            return _error(_invalid(spec.name, exc)), "invalid"
         except KindlingError as exc:
-            return _error(str(exc))
+            return _error(str(exc)), "error"
         except Exception as exc:  # a bug must not take the server down with it
             logger.exception("kindling MCP tool %s failed", spec.name)
-            return _error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}")
-        return types.CallToolResult(
+            return _error(f"{spec.name} failed unexpectedly: {type(exc).__name__}: {exc}"), "failed"
+        result = types.CallToolResult(
             content=[types.TextContent(type="text", text=output.text)], structured_content=output.data
         )
+        return result, "ok"
 
     async def list_resources(_ctx: Any, _params: Any) -> types.ListResourcesResult:
         try:
@@ -716,13 +811,19 @@ def http_app(
     host: str = "127.0.0.1",
     token: str | None = None,
     allow_hosts: Sequence[str] = (),
-) -> Any:
+    metrics: bool = True,
+    metrics_token: str | None = None,
+    spans: Any = None,
+) -> McpEdge:
     """Return the streamable-HTTP ASGI app at ``/mcp``; with ``token`` every request needs that bearer token.
 
     Whatever ``host`` it listens on, requests must name it (or localhost, a loopback address, or one
     of ``allow_hosts``) in their Host header, come from no other web page (Origin) and send JSON
     bodies: a browser cannot forge them, whatever name it is tricked into resolving to this machine.
-    Raises ConfigError when ``host`` is not loopback and there is no token.
+    It also answers ``/health``, ``/ready`` and (unless ``metrics`` is off) ``/metrics``, which takes
+    ``metrics_token`` or ``token`` (see ``McpEdge``). ``spans`` traces requests and tool calls
+    (default: as the ``OTEL_*`` variables say). Raises ConfigError when ``host`` is not loopback
+    and there is no token, or for a metrics token under 16 characters.
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -746,9 +847,135 @@ def http_app(
             for port in ("", ":*")
         ],
     )
-    app = create_server(settings).streamable_http_app(host=host, transport_security=security)
-    guarded = ForgeryGuard(app, allowed_hosts(host, allow_hosts))
-    return _BearerAuth(guarded, token) if token else guarded
+    if metrics_token is not None and len(metrics_token) < MIN_METRICS_TOKEN:
+        raise ConfigError(
+            f"{METRICS_TOKEN_ENV} must be at least {MIN_METRICS_TOKEN} characters (openssl rand -hex 24 makes one)."
+        )
+    from prometheus_client import CollectorRegistry
+
+    from kindling.observe.metrics import HttpMetrics
+    from kindling.observe.tracing import start_tracing
+
+    settings = settings or McpSettings.from_env()
+    the_spans = spans if spans is not None else start_tracing("mcp")
+    registry = CollectorRegistry(auto_describe=True) if metrics else None
+    http_metrics = HttpMetrics(registry) if registry is not None else None
+    tool_metrics = ToolMetrics(registry) if registry is not None else None
+    server = create_server(settings, metrics=tool_metrics, spans=the_spans)
+    app = server.streamable_http_app(host=host, transport_security=security)
+    allowed = allowed_hosts(host, allow_hosts)
+    guarded = ForgeryGuard(app, allowed)
+    side = _side_app(settings, registry, token=token, metrics_token=metrics_token)
+    return McpEdge(
+        _BearerAuth(guarded, token) if token else guarded,
+        ForgeryGuard(side, allowed),
+        metrics=http_metrics,
+        spans=the_spans,
+        registry=registry,
+    )
+
+
+#: The variable holding the token good only for reading an MCP server's /metrics.
+METRICS_TOKEN_ENV = "KINDLING_MCP_METRICS_TOKEN"
+#: The shortest metrics token accepted (the daemon's rule).
+MIN_METRICS_TOKEN = 16
+#: The paths the HTTP server answers beside /mcp, without going through MCP's own app.
+SIDE_ROUTES = frozenset({"/health", "/ready", "/metrics"})
+
+
+class McpEdge:
+    """The MCP server's HTTP entry: ``/health``, ``/ready`` and ``/metrics`` are answered by a
+    small app of their own (``/health`` and ``/ready`` need no token; ``/metrics`` the metrics
+    token or the server's bearer token, open only on loopback without any token, like the rest),
+    everything else goes to MCP's streamable-HTTP app behind its bearer token. Every request is
+    counted and timed by route (``/mcp``, the three above, ``unmatched``) and status, spanned when
+    tracing is on, and given its log context."""
+
+    def __init__(self, mcp: Any, side: Any, *, metrics: Any, spans: Any, registry: Any) -> None:
+        self.mcp = mcp
+        self.side = side
+        self.metrics = metrics
+        self.spans = spans
+        self.registry = registry
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer one request (lifespan goes to MCP's app, which runs its session manager)."""
+        if scope["type"] != "http":
+            await self.mcp(scope, receive, send)
+            return
+        from kindling.edge import read_head
+        from kindling.observe.asgi import observe_call
+        from kindling.observe.metrics import UNMATCHED
+
+        path = scope["path"]
+        if path in SIDE_ROUTES:
+            app, route = self.side, path
+        else:
+            app, route = self.mcp, "/mcp" if path.rstrip("/") == "/mcp" else UNMATCHED
+        await observe_call(
+            app,
+            read_head(scope["headers"]),
+            scope,
+            receive,
+            send,
+            metrics=self.metrics,
+            spans=self.spans,
+            route=route,
+        )
+
+    def close(self) -> None:
+        """Send the spans still buffered."""
+        if self.spans is not None:
+            self.spans.close()
+
+
+def ready_problems(settings: McpSettings) -> list[str]:
+    """What keeps the server from answering its tools, one sentence each: the template store does
+    not open, a session source does not exist. Blocking: reads a directory or two."""
+    problems = []
+    try:
+        _templates().list()
+    except KindlingError as exc:
+        problems.append(f"The template store does not open: {exc}")
+    for source in settings.sources:
+        if "://" not in source and not any(ch in source for ch in "*?[") and not Path(source).exists():
+            problems.append(f"The session source {source} does not exist.")
+    return problems
+
+
+def _side_app(settings: McpSettings, registry: Any, *, token: str | None, metrics_token: str | None) -> Any:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse, Response
+    from starlette.requests import Request
+
+    from kindling.observe.health import CachedReady, health_router
+    from kindling.observe.metrics import render, token_matches
+
+    async def ready() -> list[str]:
+        return await anyio.to_thread.run_sync(ready_problems, settings)
+
+    side = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    side.include_router(health_router(CachedReady(ready), info=lambda: {"service": "mcp"}))
+
+    async def metrics(request: Request) -> Response:
+        if registry is None:
+            return JSONResponse(
+                {"error": "metrics are off (kindling mcp --http --no-metrics)"}, status_code=404
+            )
+        authorization = request.headers.get("authorization")
+        tokens = [t for t in (metrics_token, token) if t]
+        if tokens and not any(token_matches(t, authorization) for t in tokens):
+            return JSONResponse(
+                {"error": "missing or wrong bearer token (the metrics token or the server's)"},
+                status_code=401,
+                headers={"www-authenticate": "Bearer"},
+            )
+        body, content_type = await anyio.to_thread.run_sync(render, registry)
+        return Response(body, media_type=content_type)
+
+    # A plain Starlette route: FastAPI would read the lazily imported annotations as a query field.
+    side.add_route("/metrics", metrics, methods=["GET"])
+    return side
 
 
 class _BearerAuth:
@@ -788,20 +1015,35 @@ def run_http(
     log_level: str = "warning",
     allow_hosts: Sequence[str] = (),
     read_timeout: float = 20.0,
+    log_format: str = "human",
+    metrics: bool = True,
+    metrics_token: str | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted; a request's headers and
-    body must arrive within ``read_timeout`` seconds. Raises ConfigError (see ``http_app``, and when
-    the port is taken: said before anything is served)."""
+    body must arrive within ``read_timeout`` seconds. Log lines go to stderr, human-readable or
+    (``log_format="json"``) one JSON object a line. Raises ConfigError (see ``http_app``, for an
+    unknown log format, and when the port is taken: said before anything is served)."""
     import uvicorn
 
     from kindling.httpguard import bind_socket, with_request_deadline
+    from kindling.observe.logs import configure_logging
 
-    app = http_app(settings, host=host, token=token, allow_hosts=allow_hosts)
+    configure_logging(log_level, log_format)
+    app = http_app(
+        settings,
+        host=host,
+        token=token,
+        allow_hosts=allow_hosts,
+        metrics=metrics,
+        metrics_token=metrics_token,
+    )
     sock = bind_socket(host, port)
     try:
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+        extra: dict[str, Any] = {} if log_format == "human" else {"log_config": None}
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, **extra)
         config.load()
         config.http_protocol_class = with_request_deadline(config.http_protocol_class, read_timeout)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+        app.close()

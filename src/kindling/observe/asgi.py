@@ -19,6 +19,9 @@ from kindling.observe.logs import CURRENT
 from kindling.observe.metrics import UNMATCHED, HttpMetrics
 from kindling.observe.tracing import Spans
 
+#: Where ``observe_call`` keeps a request's span in its ASGI scope (absent when tracing is off).
+SPAN_KEY = "kindling.span"
+
 
 def route_template(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
     """Return the template of the route that answers ``scope``: FastAPI's matched route once the
@@ -48,8 +51,13 @@ async def observe_call(
     *,
     metrics: HttpMetrics | None,
     spans: Spans | None,
+    route: str | None = None,
 ) -> None:
-    """Call ``app`` for one HTTP request, counted, timed and spanned by its route's template."""
+    """Call ``app`` for one HTTP request, counted, timed and spanned by its route's template
+    (``route`` when the caller knows it, else ``route_template``).
+
+    With tracing on, the request's span is in ``scope[SPAN_KEY]`` while ``app`` runs, for the
+    spans of the work it does (an upstream call) and the ids it learns (a session id)."""
     CURRENT.set(head)  # the head is the request's log context
     if metrics is None and spans is None:
         await app(scope, receive, send)
@@ -66,11 +74,13 @@ async def observe_call(
     method = scope["method"]
     span = None
     if spans is not None:
-        span = spans.start(method, {"http.request.method": method}, traceparent=head.traceparent)
+        span = scope[SPAN_KEY] = spans.start(
+            method, {"http.request.method": method}, traceparent=head.traceparent
+        )
     try:
         await app(scope, receive, sending)
     finally:
-        template = route_template(scope)
+        template = route or route_template(scope)
         if metrics is not None:
             metrics.observe(template, method, status, time.perf_counter() - started)
         if span is not None:

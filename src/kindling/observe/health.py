@@ -8,6 +8,8 @@ Neither needs a token or changes anything.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +18,35 @@ from fastapi.responses import JSONResponse
 
 #: A readiness check: returns the problems found, each one sentence (an empty list: ready).
 ReadyCheck = Callable[[], Awaitable[list[str]]]
+
+
+#: Seconds a readiness answer is kept: a probe polling every second costs one real check in two.
+READY_TTL = 2.0
+
+
+class CachedReady:
+    """A readiness check whose answer is kept ``ttl`` seconds (``READY_TTL``), for a check that
+    reaches out (a database, an upstream): probes that poll every second, however many, run it at
+    most once per ``ttl``, and concurrent probes wait for the one check under way."""
+
+    def __init__(self, check: ReadyCheck, ttl: float = READY_TTL) -> None:
+        self.check = check
+        self.ttl = ttl
+        self._answer: list[str] = []
+        self._until = 0.0
+        self._lock: asyncio.Lock | None = None
+
+    async def __call__(self) -> list[str]:
+        """Return the problems found by the last check, running it again once it is ``ttl`` old."""
+        if time.monotonic() < self._until:
+            return list(self._answer)
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if time.monotonic() >= self._until:
+                self._answer = await self.check()
+                self._until = time.monotonic() + self.ttl
+            return list(self._answer)
 
 
 def health_router(ready: ReadyCheck, *, info: Callable[[], dict[str, Any]] | None = None) -> APIRouter:

@@ -48,14 +48,39 @@ class Spans:
         self._propagator = TraceContextTextMapPropagator()
 
     def start(
-        self, name: str, attributes: dict[str, Any], *, traceparent: str | None = None, client: bool = False
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        traceparent: str | None = None,
+        client: bool = False,
+        parent: Any = None,
+        start_time: int | None = None,
+        internal: bool = False,
     ) -> Any:
         """Start and return a span (end it with ``span.end()``); a ``traceparent`` header from the
-        caller makes it a child of the caller's span."""
-        context = self._propagator.extract({"traceparent": traceparent}) if traceparent else None
+        caller makes it a child of the caller's span, ``parent`` (a span of this service) a child
+        of that one. ``start_time`` is in nanoseconds since the epoch (default: now); ``client``
+        marks a call this service makes, ``internal`` work inside it."""
+        from opentelemetry import trace
+
+        context: Any = None
+        if parent is not None:
+            context = trace.set_span_in_context(parent)
+        elif traceparent:
+            context = self._propagator.extract({"traceparent": traceparent})
+        kind = trace.SpanKind.INTERNAL if internal else self._client if client else self._server
         return self.tracer.start_span(
-            name, context=context, kind=self._client if client else self._server, attributes=attributes
+            name, context=context, kind=kind, attributes=attributes, start_time=start_time
         )
+
+    def traceparent(self, span: Any) -> str | None:
+        """Return the ``traceparent`` header that makes a callee's spans children of ``span``."""
+        from opentelemetry import trace
+
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier, context=trace.set_span_in_context(span))
+        return carrier.get("traceparent")
 
     def close(self) -> None:
         """Send the spans still buffered and stop the exporter."""

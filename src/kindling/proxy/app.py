@@ -9,6 +9,11 @@ it fails the client's bytes go upstream unchanged and one line is logged.
 Before any of that, a request must be one no browser forged (``kindling.httpguard``: its Host, its
 Origin, a JSON body) and carry a token the proxy accepts, which names its tenant
 (``kindling.proxy.tenants``).
+
+Watching it (``kindling.observe``): ``ProxyApp``'s entry counts, times and (with tracing on) spans
+every request by route and status and gives it its log context; the upstream calls, their first
+chunks and the warm-ups are counted (``proxy.metrics``) and spanned in the routes. ``/health`` and
+``/ready`` need no token; ``/metrics`` needs the metrics token or the default tenant's.
 """
 
 from __future__ import annotations
@@ -18,27 +23,37 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CollectorRegistry
 from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
+from kindling.edge import read_head
 from kindling.errors import ConfigError
 from kindling.httpguard import allowed_hosts, check_request, has_dot_segments
+from kindling.observe.asgi import SPAN_KEY, observe_call
+from kindling.observe.health import CachedReady, health_router
+from kindling.observe.logs import CURRENT
+from kindling.observe.metrics import HttpMetrics, render, token_matches
+from kindling.observe.tracing import Spans, start_tracing
 from kindling.proxy import responses
 from kindling.proxy.anthropic import StreamedMessage, reply_of_message
 from kindling.proxy.builder import TemplateBuilder
-from kindling.proxy.conversations import CHAT, MESSAGES, RESPONSES, Conversations, Turn
+from kindling.proxy.conversations import CHAT, MESSAGES, RESPONSES, Conversations, Turn, WarmChoice
+from kindling.proxy.metrics import BROKEN, TIMEOUT, UNREACHABLE, ProxyMetrics
 from kindling.proxy.recorder import ProxyStore, Recorder
 from kindling.proxy.reply import StreamedReply, reply_of_response
 from kindling.proxy.responses import StreamedResponse
 from kindling.proxy.settings import ProxySettings, is_loopback
-from kindling.proxy.tenants import TOKEN_HEADER, Refusal, TenantAuth, TenantTokens
+from kindling.proxy.tenants import DEFAULT_TENANT, TOKEN_HEADER, Refusal, TenantAuth, TenantTokens
 
-__all__ = ["TOKEN_HEADER", "create_app"]
+__all__ = ["TOKEN_HEADER", "ProxyApp", "create_app"]
 
 log = logging.getLogger("kindling.proxy")
 
@@ -59,17 +74,50 @@ _REQUEST_DROP = frozenset(
 )
 _RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"})
 
+#: The endpoint label of a call forwarded as it came (``/v1/models``, ``/v1/embeddings``, ...).
+OTHER = "other"
+
+# The warm-up inserted while a request's conversation began (name, tokens), for its span.
+_WARMED: ContextVar[tuple[str | None, int] | None] = ContextVar("kindling_proxy_warmed", default=None)
+
+
+class ProxyApp(FastAPI):
+    """The proxy's app, whose ASGI entry observes every HTTP request (``observe.asgi.observe_call``):
+    counted and timed by route template and status when metrics are on, spanned when tracing is,
+    and given its log context (request id, then tenant) either way."""
+
+    http_metrics: HttpMetrics | None = None
+    spans: Spans | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Observe an HTTP request on its way to the routes; pass anything else (lifespan) on."""
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        await observe_call(
+            super().__call__,
+            read_head(scope["headers"]),
+            scope,
+            receive,
+            send,
+            metrics=self.http_metrics,
+            spans=self.spans,
+        )
+
 
 def create_app(
     settings: ProxySettings,
     *,
     store: ProxyStore | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> FastAPI:
+    spans: Spans | None = None,
+) -> ProxyApp:
     """Build the proxy app for ``settings``. Raises StoreError when the store URL is malformed.
 
     A store that is merely down does not stop the app: recordings queue until it is back. Raises
     ConfigError for a non-loopback address without a token, however the settings were built.
+    Metrics are kept unless ``settings.metrics`` is off; ``spans`` traces the proxy's work (by
+    default tracing follows the ``OTEL_*`` variables, ``observe.tracing``).
     """
     if not is_loopback(settings.host) and not settings.token:
         raise ConfigError(
@@ -98,6 +146,27 @@ def create_app(
     conversations.on_conversation = builder.conversation_started
     hosts = allowed_hosts(settings.host, settings.allow_hosts)
     shown_upstream = settings.shown_upstream
+    owns_spans = spans is None
+    the_spans = spans if spans is not None else start_tracing("proxy")
+    registry: CollectorRegistry | None = None
+    http_metrics: HttpMetrics | None = None
+    proxy_metrics: ProxyMetrics | None = None
+    if settings.metrics:
+        registry = CollectorRegistry(auto_describe=True)
+        http_metrics = HttpMetrics(registry)
+        proxy_metrics = ProxyMetrics(registry, conversations, recorder, builder)
+    if proxy_metrics is not None or the_spans is not None:
+
+        def warmed(choice: WarmChoice) -> None:
+            from kindling.warmup.tokens import estimate_tokens
+
+            tokens = estimate_tokens((choice.block or b"").decode("utf-8", "replace"))
+            if proxy_metrics is not None:
+                proxy_metrics.warmed(tokens)
+            if the_spans is not None:
+                _WARMED.set((choice.template, tokens))
+
+        conversations.on_warmed = warmed
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -119,8 +188,10 @@ def create_app(
             await app.state.client.aclose()
             recorder.stop()
             proxy_store.close()
+            if owns_spans and the_spans is not None:
+                the_spans.close()
 
-    app = FastAPI(
+    app = ProxyApp(
         title="kindling proxy",
         lifespan=lifespan,
         docs_url=None,
@@ -132,6 +203,10 @@ def create_app(
     app.state.conversations = conversations
     app.state.auth = auth
     app.state.builder = builder
+    app.state.registry = registry
+    app.state.metrics = proxy_metrics
+    app.http_metrics = http_metrics
+    app.spans = the_spans
 
     # Checked in each route rather than in a middleware, which would sit in every streamed chunk's path.
     async def admitted(request: Request, *, forms: bool = False) -> str | Response:
@@ -142,9 +217,49 @@ def create_app(
             status_code, reason = forged
             return _error(status_code, f"kindling proxy: {reason}.")
         try:
-            return await auth.tenant_of(headers)
+            tenant = await auth.tenant_of(headers)
         except Refusal as refusal:
             return _error(refusal.status, str(refusal))
+        context = CURRENT.get()
+        if context is not None:
+            context.tenant = tenant  # for the request's log lines
+        return tenant
+
+    async def ready() -> list[str]:
+        problems = await asyncio.to_thread(store_problems, proxy_store)
+        try:
+            await app.state.client.get(f"{settings.upstream}/models", timeout=READY_TIMEOUT)
+        except httpx.HTTPError as exc:
+            log.error(
+                "readiness: the upstream %s does not answer: %s",
+                shown_upstream,
+                _hidden(_one_line(exc), settings),
+            )
+            # No address here: /ready answers without a token (the log has it).
+            problems.append(f"The upstream does not answer ({type(exc).__name__}).")
+        return problems
+
+    app.include_router(health_router(CachedReady(ready), info=lambda: {"service": "proxy"}))
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        if registry is None:
+            return _error(404, "kindling proxy: metrics are off (it runs with --no-metrics).")
+        if not (
+            settings.metrics_token
+            and token_matches(settings.metrics_token, request.headers.get("authorization"))
+        ):
+            tenant = await admitted(request)
+            if isinstance(tenant, Response):
+                return tenant
+            if tenant != DEFAULT_TENANT:
+                return _error(
+                    403,
+                    "kindling proxy: a tenant's token does not read the proxy's metrics; use the "
+                    "metrics token (KINDLING_PROXY_METRICS_TOKEN) or the proxy's own.",
+                )
+        body, content_type = await asyncio.to_thread(render, registry)
+        return Response(body, media_type=content_type)
 
     @app.get("/kindling/status")
     async def status(request: Request) -> Any:
@@ -184,14 +299,17 @@ def create_app(
         if raw is None:
             return _too_large(settings)
         turn: Turn | None = None
+        began = time.time_ns() if the_spans is not None else 0
         try:
             turn = await conversations.begin(raw, request.headers, api, tenant)
         except Exception as exc:
             log.warning("could not record or warm a request, forwarding it unchanged: %s", _one_line(exc))
+        if the_spans is not None:
+            _span_conversation(the_spans, request.scope.get(SPAN_KEY), turn, tenant, began)
         body = turn.upstream_body if turn is not None and turn.upstream_body is not None else raw
         headers = _upstream_headers(request, settings, api)
         headers["accept-encoding"] = "identity"  # the proxy reads the reply to record it
-        return await _forward(request, app.state.client, settings, path, body, headers, turn)
+        return await _forward(request, app.state.client, settings, path, body, headers, turn, path)
 
     @app.api_route("/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     async def passthrough(path: str, request: Request) -> Response:
@@ -207,7 +325,7 @@ def create_app(
         if body is None:
             return _too_large(settings)
         headers = _upstream_headers(request, settings, MESSAGES if path.startswith("messages") else CHAT)
-        return await _forward(request, app.state.client, settings, path, body, headers, None)
+        return await _forward(request, app.state.client, settings, path, body, headers, None, OTHER)
 
     async def _forward(
         request: Request,
@@ -217,40 +335,75 @@ def create_app(
         body: bytes,
         headers: dict[str, str],
         turn: Turn | None,
+        endpoint: str,
     ) -> Response:
         url = f"{settings.upstream}/{path}"
         if request.url.query:
             url += "?" + request.url.query
+        span = None
+        if the_spans is not None:
+            span = the_spans.start(
+                f"{request.method} upstream /{endpoint}",
+                {"http.request.method": request.method, "kindling.proxy.endpoint": endpoint},
+                client=True,
+                parent=request.scope.get(SPAN_KEY),
+            )
+            # A traced upstream (LiteLLM, a collector in front of it) continues the same trace.
+            parent = the_spans.traceparent(span)
+            if parent:
+                headers["traceparent"] = parent
         upstream_request = client.build_request(request.method, url, content=body, headers=headers)
+        sent = time.perf_counter()
         try:
             upstream = await client.send(upstream_request, stream=True)
         except httpx.TimeoutException as exc:
+            _failed(endpoint, TIMEOUT, span)
             return _error(504, f"kindling proxy: the upstream timed out: {_hidden(_one_line(exc), settings)}")
         except httpx.HTTPError as exc:
+            _failed(endpoint, UNREACHABLE, span)
             return _error(
                 502,
                 f"kindling proxy: cannot reach the upstream {shown_upstream}: {_hidden(_one_line(exc), settings)}",
             )
+        if proxy_metrics is not None:
+            proxy_metrics.upstream_answered(endpoint, upstream.status_code, time.perf_counter() - sent)
+        if span is not None:
+            span.set_attribute("http.response.status_code", upstream.status_code)
         response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _RESPONSE_DROP}
         if upstream.headers.get("content-type", "").startswith("text/event-stream"):
             response_headers.pop("content-length", None)
             return StreamingResponse(
-                _relay(upstream, turn), status_code=upstream.status_code, headers=response_headers
+                _relay(upstream, turn, endpoint, sent, span),
+                status_code=upstream.status_code,
+                headers=response_headers,
             )
         try:
             content = b"".join([chunk async for chunk in upstream.aiter_raw()])
         except httpx.HTTPError as exc:
+            _failed(endpoint, BROKEN, span)
+            span = None
             return _error(
                 502, f"kindling proxy: the upstream broke off its answer: {_hidden(_one_line(exc), settings)}"
             )
         finally:
             await upstream.aclose()
+            if span is not None:
+                span.end()
         if turn is not None and upstream.status_code == 200 and "content-encoding" not in upstream.headers:
             # Before answering, so the conversation's next request is recognised however fast it comes.
             _record_whole(turn, content)
         return Response(content, status_code=upstream.status_code, headers=response_headers)
 
-    async def _relay(upstream: httpx.Response, turn: Turn | None) -> AsyncIterator[bytes]:
+    def _failed(endpoint: str, status: str, span: Any) -> None:
+        if proxy_metrics is not None:
+            proxy_metrics.upstream_failed(endpoint, status)
+        if span is not None:
+            span.set_attribute("error.type", status)
+            span.end()
+
+    async def _relay(
+        upstream: httpx.Response, turn: Turn | None, endpoint: str, sent: float, span: Any
+    ) -> AsyncIterator[bytes]:
         reply: StreamedReply | StreamedMessage | StreamedResponse | None = None
         if turn is not None and upstream.status_code == 200:
             if turn.api == MESSAGES:
@@ -260,8 +413,13 @@ def create_app(
             else:
                 reply = StreamedReply()
         first_chunk_ms: float | None = None
+        waiting = True  # for the stream's first chunk
         try:
             async for chunk in upstream.aiter_raw():
+                if waiting:
+                    waiting = False
+                    if proxy_metrics is not None:
+                        proxy_metrics.first_chunk(endpoint, time.perf_counter() - sent)
                 if reply is not None and turn is not None:
                     # Followed before the chunk goes on, so the reply is known (and the next request
                     # of the conversation recognised) by the time the client has the last chunk.
@@ -285,8 +443,16 @@ def create_app(
                         log.warning("could not record a streamed reply: %s", _one_line(exc))
                         reply = None
                 yield chunk
+        except httpx.HTTPError:
+            if proxy_metrics is not None:
+                proxy_metrics.upstream_failed(endpoint, BROKEN)
+            if span is not None:
+                span.set_attribute("error.type", BROKEN)
+            raise
         finally:
             await upstream.aclose()
+            if span is not None:
+                span.end()
 
     def _record_whole(turn: Turn, content: bytes) -> None:
         try:
@@ -314,6 +480,50 @@ def create_app(
             log.warning("could not record a reply: %s", _one_line(exc))
 
     return app
+
+
+#: Seconds /ready waits for the upstream to answer.
+READY_TIMEOUT = 3.0
+
+
+def store_problems(store: ProxyStore) -> list[str]:
+    """What keeps the recording store from serving, one sentence each: it does not answer, or its
+    schema is not this kindling's. Migrations it lacks are applied first (as the first write
+    would). Blocking: a few small queries."""
+    from kindling.db import schema_problems
+    from kindling.proxy.recorder import COMPONENT, MIGRATIONS
+
+    try:
+        with store.engine.connect() as conn:
+            problems = schema_problems(conn, COMPONENT, MIGRATIONS)
+        if problems and not any("newer kindling" in problem for problem in problems):
+            store.ensure_ready()
+            with store.engine.connect() as conn:
+                problems = schema_problems(conn, COMPONENT, MIGRATIONS)
+    except Exception as exc:
+        log.error("readiness: the store %s does not answer: %s", store.shown, _one_line(exc))
+        return ["The recording store does not answer."]
+    return problems
+
+
+def _span_conversation(spans: Spans, span: Any, turn: Turn | None, tenant: str, began: int) -> None:
+    """Name the request's conversation on its span, and span the warm-up inserted (from ``began``,
+    in nanoseconds, to now): ids, the template's name and sizes, never a message."""
+    warmed = _WARMED.get()
+    if span is not None:
+        span.set_attribute("kindling.tenant", tenant)
+        if turn is not None:
+            span.set_attribute("kindling.session_id", turn.conversation.session_id)
+    if warmed is None:
+        return
+    _WARMED.set(None)
+    template, tokens = warmed
+    attributes: dict[str, Any] = {"kindling.warmup.tokens": tokens, "kindling.tenant": tenant}
+    if template:
+        attributes["kindling.warmup.template"] = template
+    if turn is not None:
+        attributes["kindling.session_id"] = turn.conversation.session_id
+    spans.start("warm-up", attributes, parent=span, start_time=began, internal=True).end()
 
 
 _JUDGED = frozenset(

@@ -180,6 +180,7 @@ class TemplateBuilder:
         self._tenants: dict[str, TenantBuild] = {}
         self._lock = threading.Lock()
         self._loaded = False
+        self.failed_builds = 0
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._store: Any = None
@@ -379,6 +380,7 @@ class TemplateBuilder:
             self._rest(state, began)
             state.state = "failed"
             state.error = error
+            self.failed_builds += 1
         if not quiet:
             log.error("building template %s failed: %s", template_name(tenant), error)
         else:
@@ -410,6 +412,11 @@ class TemplateBuilder:
             state.state = "built"
 
     # -------------------------------------------------------------------------- reporting
+
+    def build_counts(self) -> tuple[int, int]:
+        """Return how many builds saved a template and how many failed, over every tenant."""
+        with self._lock:
+            return sum(state.builds for state in self._tenants.values()), self.failed_builds
 
     def status(self, tenant: str, counts: dict[str, int]) -> dict[str, Any]:
         """What ``/kindling/status`` says of ``tenant``'s template: its state in words and figures.

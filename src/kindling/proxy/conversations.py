@@ -151,6 +151,8 @@ class Conversations:
         # Called with a tenant and the template it was warmed from (or None) each time one of its
         # conversations starts: the background builder counts them.
         self.on_conversation: Any = None
+        # Called with the WarmChoice of each warm-up inserted (the proxy's metrics and traces).
+        self.on_warmed: Any = None
 
     # -------------------------------------------------------------------------- before upstream
 
@@ -228,6 +230,8 @@ class Conversations:
                     choice = await self._choose_warm(messages, data.get("tools"), api, tenant)
                 self.counts["conversations"] += 1
                 self.counts["warmed"] += choice.state == "on"
+                if choice.block is not None and self.on_warmed is not None:
+                    self.on_warmed(choice)
                 self._count_tenant(tenant, choice.template if choice.state == "on" else None)
             session_id = (
                 _new_session_id()

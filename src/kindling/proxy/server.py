@@ -17,6 +17,8 @@ import uvicorn
 
 from kindling.errors import ConfigError
 from kindling.httpguard import bind_socket, with_request_deadline
+from kindling.observe.logs import configure_logging
+from kindling.observe.tracing import Spans
 from kindling.proxy.app import create_app
 from kindling.proxy.recorder import ProxyStore
 from kindling.proxy.settings import ProxySettings
@@ -35,10 +37,12 @@ def _log_to_stderr(level: int = logging.INFO) -> None:
         logger.propagate = False
 
 
-def _config(app: Any, settings: ProxySettings, log_level: str) -> uvicorn.Config:
+def _config(
+    app: Any, settings: ProxySettings, log_level: str, *, uvicorn_logging: bool = True
+) -> uvicorn.Config:
     """uvicorn's settings for the proxy: the shared ones, a read deadline per request, and none of
     uvicorn's own Server and Date headers (the upstream's pass through; uvicorn's would repeat them)."""
-    config = server_config(app, settings.host, settings.port, log_level)
+    config = server_config(app, settings.host, settings.port, log_level, uvicorn_logging=uvicorn_logging)
     config.server_header = False
     config.date_header = False
     config.load()
@@ -65,20 +69,28 @@ def startup_line(settings: ProxySettings, app: Any) -> str:
 
 
 def serve(
-    settings: ProxySettings, *, log_level: str = "info", announce: Callable[[str], None] | None = None
+    settings: ProxySettings,
+    *,
+    log_level: str = "info",
+    log_format: str = "human",
+    announce: Callable[[str], None] | None = None,
 ) -> None:
     """Run the proxy in the foreground until interrupted; ``announce`` gets the start-up line once
-    the port is bound. Raises ConfigError when the port is taken (before announcing anything),
-    StoreError for a malformed store URL."""
+    the port is bound. Its log lines go to stderr, human-readable or (``log_format="json"``) one
+    JSON object a line, uvicorn's included. Raises ConfigError when the port is taken (before
+    announcing anything) or for an unknown log format, StoreError for a malformed store URL."""
     sock = bind_socket(settings.host, settings.port)
     settings = settings.with_(port=sock.getsockname()[1])  # the port chosen, for --port 0
     try:
-        _log_to_stderr()
+        if log_format == "human":
+            _log_to_stderr()
+        else:
+            configure_logging(log_level, log_format)
         app = create_app(settings)
         app.state.builder.load()
         if announce is not None:
             announce(startup_line(settings, app))
-        server = uvicorn.Server(_config(app, settings, log_level))
+        server = uvicorn.Server(_config(app, settings, log_level, uvicorn_logging=log_format == "human"))
         # Everything loaded so far lives as long as the process: keep the collector from walking it.
         gc.collect()
         gc.freeze()
@@ -91,10 +103,15 @@ class ProxyServer:
     """The proxy running on a background thread; a context manager, or ``start``/``stop``."""
 
     def __init__(
-        self, settings: ProxySettings, store: ProxyStore | None = None, *, log_level: str = "warning"
+        self,
+        settings: ProxySettings,
+        store: ProxyStore | None = None,
+        *,
+        log_level: str = "warning",
+        spans: Spans | None = None,
     ) -> None:
         self.settings = settings
-        self.app = create_app(settings, store=store)
+        self.app = create_app(settings, store=store, spans=spans)
         self.server = uvicorn.Server(_config(self.app, settings, log_level))
         self._thread: threading.Thread | None = None
         self.port = settings.port

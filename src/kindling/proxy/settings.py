@@ -17,6 +17,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6100
 #: The largest request body the proxy reads (64 MiB: far above a provider's own limit with images).
 DEFAULT_MAX_BODY_MB = 64
+#: The shortest metrics token accepted (the daemon's rule).
+MIN_METRICS_TOKEN = 16
 
 
 def default_db() -> str:
@@ -62,6 +64,10 @@ class ProxySettings:
     #: tenant's builds start at least ``build_gap`` seconds apart.
     build_interval: float = 600.0
     build_gap: float = 30.0
+    #: Prometheus metrics at /metrics; off, the proxy neither counts nor answers them.
+    metrics: bool = True
+    #: A token good only for reading /metrics (the default tenant's token reads them too).
+    metrics_token: str | None = None
 
     @classmethod
     def resolve(
@@ -73,13 +79,16 @@ class ProxySettings:
         db: str | Path | None = None,
         token: str | None = None,
         upstream_key_env: str | None = None,
+        metrics_token: str | None = None,
         **options: Any,
     ) -> ProxySettings:
         """Settings with defaults filled in: the store defaults to ``default_db()``, the token to
-        ``$KINDLING_PROXY_TOKEN``, the upstream key is read from ``upstream_key_env``.
+        ``$KINDLING_PROXY_TOKEN``, the metrics token to ``$KINDLING_PROXY_METRICS_TOKEN``, the
+        upstream key is read from ``upstream_key_env``.
 
-        Raises ConfigError for an upstream that is not an http(s) URL, an unset key variable, or a
-        non-loopback address without a token (the proxy is never an open relay).
+        Raises ConfigError for an upstream that is not an http(s) URL, an unset key variable, a
+        metrics token under 16 characters, or a non-loopback address without a token (the proxy is
+        never an open relay).
         """
         if not upstream.startswith(("http://", "https://")):
             raise ConfigError(f"--upstream must be an http:// or https:// URL, not {upstream!r}.")
@@ -89,6 +98,12 @@ class ProxySettings:
             if key is None:
                 raise ConfigError(f"--upstream-key-env names {upstream_key_env}, which is not set.")
         chosen_token = token or os.environ.get("KINDLING_PROXY_TOKEN") or None
+        chosen_metrics_token = metrics_token or os.environ.get("KINDLING_PROXY_METRICS_TOKEN") or None
+        if chosen_metrics_token is not None and len(chosen_metrics_token) < MIN_METRICS_TOKEN:
+            raise ConfigError(
+                f"KINDLING_PROXY_METRICS_TOKEN must be at least {MIN_METRICS_TOKEN} characters "
+                "(openssl rand -hex 24 makes one)."
+            )
         chosen_host = host or DEFAULT_HOST
         if not is_loopback(chosen_host) and not chosen_token:
             raise ConfigError(
@@ -102,6 +117,7 @@ class ProxySettings:
             db=str(db) if db else default_db(),
             token=chosen_token,
             upstream_key=key,
+            metrics_token=chosen_metrics_token,
             **options,
         )
 
