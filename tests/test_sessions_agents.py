@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -401,6 +402,50 @@ def test_agents_sdk_spans_one_a_line_and_exported_twice(tmp_path: Path) -> None:
     batch.write_text(json.dumps({"data": document["traces"] + document["spans"]}))
     (session,), _ = _read(batch)
     assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
+
+
+def test_agents_sdk_times_read_the_same_in_every_form_and_spans_without_a_start_go_last(
+    tmp_path: Path,
+) -> None:
+    document = json.loads(HANDOFF.read_text())
+    (expected,), _ = _read(HANDOFF)
+    functions = [s for s in document["spans"] if s["span_data"]["type"] == "function"]
+    # The times the messages and the session keep are the spans' own, to the microsecond.
+    calls = [m for m in expected.messages if m.tool_calls]
+    results = [m for m in expected.messages if m.role == "tool"]
+    moment = datetime.fromisoformat
+    assert [m.timestamp for m in calls] == [moment(s["started_at"]).timestamp() for s in functions]
+    assert [m.timestamp for m in results] == [moment(s["ended_at"]).timestamp() for s in functions]
+    assert expected.started_at == min(moment(s["started_at"]).timestamp() for s in document["spans"])
+    assert expected.ended_at == max(moment(s["ended_at"]).timestamp() for s in document["spans"])
+    # Written with "Z" (or with another offset for the same instant) they read the same.
+    for suffix, shift in (("Z", timedelta(0)), ("+02:00", timedelta(hours=2))):
+        shifted = json.loads(HANDOFF.read_text())
+        for span in shifted["spans"]:
+            for key in ("started_at", "ended_at"):
+                local = moment(span[key]) + shift
+                span[key] = local.replace(tzinfo=None).isoformat() + suffix
+        path = tmp_path / f"shifted{len(suffix)}.json"
+        path.write_text(json.dumps(shifted))
+        (session,), _ = _read(path)
+        assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
+        assert (session.started_at, session.ended_at) == (expected.started_at, expected.ended_at)
+    # A span with no start (not started, or an export without times) goes after every timed one;
+    # when no span has a start, they keep the order they were written in.
+    untimed = json.loads(HANDOFF.read_text())
+    first_function = next(s for s in untimed["spans"] if s["span_data"]["type"] == "function")
+    first_function["started_at"] = None
+    path = tmp_path / "untimed.json"
+    path.write_text(json.dumps(untimed))
+    (session,), _ = _read(path)
+    assert [c.name for m in session.messages for c in m.tool_calls] == ["issue_refund", "lookup_order"]
+    for number, span in enumerate(untimed["spans"]):
+        span["started_at"] = 100 - number  # not text, so not a time the SDK writes: no order from it
+    path.write_text(json.dumps(untimed))
+    (session,), _ = _read(path)
+    written = [s["span_data"]["name"] for s in untimed["spans"] if s["span_data"]["type"] == "function"]
+    assert [c.name for m in session.messages for c in m.tool_calls] == written
+    assert session.started_at == 100.0
 
 
 # ------------------------------------------------------------------------------- bad lines

@@ -6,6 +6,7 @@ folder source through it and reads each file it names.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from collections.abc import Iterator
@@ -131,8 +132,7 @@ def _walk(top: str) -> Iterator[tuple[Path, bool]]:
 
 def _listing(directory: str) -> list[os.DirEntry[str]]:
     with os.scandir(directory) as listing:
-        return sorted(listing, key=_name)
+        return sorted(listing, key=_NAME)
 
 
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
+_NAME = operator.attrgetter("name")

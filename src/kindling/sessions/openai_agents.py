@@ -25,7 +25,9 @@ A span exported twice (when it started and when it ended) counts once, as it end
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import operator
+from collections.abc import Collection, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,8 @@ def _first_line_whole(head: bytes) -> bool:
 
 
 class _Trace:
+    __slots__ = ("header", "id", "spans")
+
     def __init__(self, trace_id: str) -> None:
         self.id = trace_id
         self.header: dict[str, Any] = {}
@@ -118,6 +122,7 @@ class _Trace:
 
 def _sessions(items: Iterable[Any], report: ReadReport) -> Iterator[Session]:
     traces: dict[str, _Trace] = {}
+    trace: _Trace | None = None  # the trace of the record before (a trace's spans mostly come together)
     for item in items:
         if not isinstance(item, dict):
             report.skip(NOT_AN_OBJECT)
@@ -128,36 +133,56 @@ def _sessions(items: Iterable[Any], report: ReadReport) -> Iterator[Session]:
             if trace_id.__class__ is not str or item.get("span_data").__class__ is not dict:
                 report.skip(MALFORMED_RECORD)  # a span of no trace, or with no data
                 continue
+            if trace is None or trace_id != trace.id:
+                trace = traces.get(trace_id) or traces.setdefault(trace_id, _Trace(trace_id))
+            spans = trace.spans
+            span_id = item.get("id")
+            # Exported again when it ended: the later export wins.
+            spans[span_id if span_id.__class__ is str else f"{trace_id}:{len(spans)}"] = item
         elif kind == _TRACE and "workflow_name" in item and item.get("id").__class__ is str:
             trace_id = item["id"]
+            if trace is None or trace_id != trace.id:
+                trace = traces.get(trace_id) or traces.setdefault(trace_id, _Trace(trace_id))
+            trace.header = item
         else:
             report.skip(MALFORMED_RECORD)  # not an exported trace or span
-            continue
-        trace = traces.get(trace_id)
-        if trace is None:
-            trace = traces[trace_id] = _Trace(trace_id)
-        if kind == _TRACE:
-            trace.header = item
-            continue
-        span_id = item.get("id")
-        # Exported again when it ended: the later export wins.
-        trace.spans[span_id if span_id.__class__ is str else f"{trace_id}:{len(trace.spans)}"] = item
     for trace in traces.values():
         yield _session(trace, report)
 
 
+_STARTED_AT = operator.itemgetter("started_at")
+
+
+def _in_start_order(spans: Collection[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans in the order they started.
+
+    The SDK writes every time the same way (ISO 8601 in UTC), so the text sorts as the time does. A
+    span without a start (or with one of another type) goes after every time.
+    """
+    try:
+        ordered = sorted(spans, key=_STARTED_AT)
+    except (KeyError, TypeError):
+        return sorted(spans, key=_start_text)
+    if ordered and ordered[-1]["started_at"].__class__ is not str:
+        return sorted(spans, key=_start_text)  # none with a string start: as they came (stable)
+    return ordered
+
+
 def _session(trace: _Trace, report: ReadReport) -> Session:
-    # In the order the spans started. The SDK writes every time the same way (ISO 8601 in UTC), so
-    # the text sorts as the time does; only the times a message or the session keeps are parsed.
-    spans = sorted(trace.spans.values(), key=_start_text)
+    # Only the times a message or the session keeps are parsed.
+    spans = _in_start_order(trace.spans.values())
     messages: list[Message] = []
     seen_requests: set[str] = set()
     metadata: dict[str, Any] = {}
     model: str | None = None
     group: list[dict[str, Any]] = []  # function spans made together, not yet written out
+    ends: list[str] = []
     for span in spans:
         data = span["span_data"]
         kind = data.get("type")
+        ended = span.get("ended_at")
+        if ended.__class__ is str:
+            ends.append(ended)
         if kind == "function":
             if group and group[-1].get("parent_id") != span.get("parent_id"):
                 _calls(group, messages, report)
@@ -168,33 +193,36 @@ def _session(trace: _Trace, report: ReadReport) -> Session:
         if kind == "generation":
             if model is None and isinstance(data.get("model"), str):
                 model = data["model"]
-            _generation(data, epoch(span.get("started_at")), seen_requests, messages)
-        elif kind == "agent" and isinstance(data.get("name"), str):
-            agents = metadata.setdefault("agents", [])
-            if data["name"] not in agents:
-                agents.append(data["name"])
+            _generation(data, _time(span.get("started_at")), seen_requests, messages)
+        elif kind == "agent":
+            name = data.get("name")
+            if isinstance(name, str):
+                agents = metadata.setdefault("agents", [])
+                if name not in agents:
+                    agents.append(name)
         elif kind == "handoff":
             metadata.setdefault("handoffs", []).append(f"{data.get('from_agent')} -> {data.get('to_agent')}")
         elif kind == "guardrail" and data.get("triggered") is True:
             metadata.setdefault("guardrails_triggered", []).append(data.get("name"))
-        if kind != "function" and isinstance(span.get("error"), dict):
-            metadata.setdefault("errors", []).append(_error_text(span["error"]))
+        error = span.get("error")
+        if error.__class__ is dict:
+            metadata.setdefault("errors", []).append(_error_text(error))
     if group:
         _calls(group, messages, report)
     header = trace.header
-    if isinstance(header.get("workflow_name"), str):
-        metadata["title"] = metadata["workflow_name"] = header["workflow_name"]
-    if header.get("group_id") is not None:
-        metadata["group_id"] = header["group_id"]
-    if isinstance(header.get("metadata"), dict) and header["metadata"]:
-        metadata["trace_metadata"] = header["metadata"]
-    ends = [span["ended_at"] for span in spans if isinstance(span.get("ended_at"), str)]
+    if header:
+        if isinstance(header.get("workflow_name"), str):
+            metadata["title"] = metadata["workflow_name"] = header["workflow_name"]
+        if header.get("group_id") is not None:
+            metadata["group_id"] = header["group_id"]
+        if isinstance(header.get("metadata"), dict) and header["metadata"]:
+            metadata["trace_metadata"] = header["metadata"]
     return Session(
         trace.id,
         OPENAI_AGENTS,
         tuple(messages),
-        epoch(spans[0].get("started_at")) if spans else None,
-        epoch(max(ends)) if ends else None,
+        _time(spans[0].get("started_at")) if spans else None,
+        _time(max(ends)) if ends else None,
         None,
         model,
         None,
@@ -206,6 +234,19 @@ def _session(trace: _Trace, report: ReadReport) -> Session:
 def _start_text(span: dict[str, Any]) -> str:
     started = span.get("started_at")
     return started if isinstance(started, str) else "~"  # no start: after every time
+
+
+_from_iso = datetime.fromisoformat
+
+
+def _time(value: Any) -> float | None:
+    """``epoch(value)``, the SDK's own form (``datetime.isoformat()`` of a UTC time) parsed directly."""
+    if value.__class__ is str and value.endswith("+00:00"):
+        try:
+            return _from_iso(value).timestamp()  # aware (UTC): no local time zone involved
+        except ValueError:
+            pass
+    return epoch(value)
 
 
 def _generation(data: dict[str, Any], started: float | None, seen: set[str], messages: list[Message]) -> None:
@@ -225,50 +266,43 @@ def _generation(data: dict[str, Any], started: float | None, seen: set[str], mes
 
 
 def _message_list(value: Any) -> Iterable[dict[str, Any]]:
-    if isinstance(value, dict):
-        value = [value]
-    return (item for item in value if isinstance(item, dict)) if isinstance(value, list) else ()
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, dict)]
+    return (value,) if isinstance(value, dict) else ()
 
 
 def _calls(group: list[dict[str, Any]], messages: list[Message], report: ReadReport) -> None:
     """Write the function spans made together as one assistant turn and their results."""
-    calls: list[tuple[ToolCall, dict[str, Any]]] = []
+    calls: list[ToolCall] = []
+    results: list[Message] = []
+    started: Any = None  # when the first call the turn keeps started
     for span in group:
         data = span["span_data"]
         name = data.get("name")
         if not isinstance(name, str) or not name:
             report.skip(TOOL_CALL_WITHOUT_NAME)
             continue
+        if not calls:
+            started = span.get("started_at")
         arguments, raw = parse_arguments(data.get("input"))
         call_id = str(span.get("id") or f"{span.get('trace_id')}:{len(messages)}:{len(calls)}")
-        calls.append((new_tool_call(call_id, name, arguments, raw, "assistant"), span))
-    group.clear()
-    if not calls:
-        return
-    first = calls[0][1]
-    messages.append(
-        new_message(
-            "assistant",
-            None,
-            tuple(call for call, _ in calls),
-            None,
-            None,
-            None,
-            epoch(first.get("started_at")),
-            None,
-        )
-    )
-    for call, span in calls:
+        calls.append(new_tool_call(call_id, name, arguments, raw, "assistant"))
         error = span.get("error")
-        failed = error is not None
-        output = span["span_data"].get("output")
+        output = data.get("output")
         text = content_text(output) if output is not None else None
-        if text is None and failed:
-            text = _error_text(error)
-        moment = epoch(span.get("ended_at"))
-        messages.append(
-            new_message("tool", text, (), call.id, call.name, True if failed else None, moment, None)
+        if error is None:
+            failed = None
+        else:
+            failed = True
+            if text is None:
+                text = _error_text(error)
+        results.append(
+            new_message("tool", text, (), call_id, name, failed, _time(span.get("ended_at")), None)
         )
+    if calls:
+        messages.append(new_message("assistant", None, tuple(calls), None, None, None, _time(started), None))
+        messages.extend(results)
+    group.clear()
 
 
 def _error_text(error: Any) -> str:

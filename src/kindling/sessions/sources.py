@@ -51,7 +51,7 @@ from kindling.sessions.openai_agents import (
 )
 from kindling.sessions.openhands import is_openhands_event, openhands_sessions, read_openhands
 from kindling.sessions.sweagent import is_swe_agent_trajectory, read_swe_agent, swe_agent_sessions
-from kindling.sessions.taubench import document_format
+from kindling.sessions.taubench import describe_document, document_format, is_run_directory_results
 
 HERMES = "hermes"
 HERMES_EXPORT = "hermes-export"
@@ -266,8 +266,6 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
     ``data`` is the file's content when the caller holds all of it already. Raises
     UnknownFormatError when it parses but holds nothing kindling reads.
     """
-    from kindling.sessions.taubench import describe_document, is_run_directory_results
-
     if data is not None:
         document = parse_document(data, ReadReport())
     elif _size(path) > _DOCUMENT_LIMIT:
