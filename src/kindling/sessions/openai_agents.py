@@ -31,15 +31,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kindling.sessions.convert import content_text, dumps, parse_arguments
+from kindling.sessions.convert import CONTENT_SENTINELS, content_text, dumps, parse_arguments
 from kindling.sessions.files import LEADING_BYTES, epoch, iter_records, peek, read_document
-from kindling.sessions.model import Message, ReadReport, Session, ToolCall, new_message, new_tool_call
+from kindling.sessions.model import (
+    Message,
+    ReadReport,
+    Session,
+    ToolCall,
+    new_message,
+    new_session,
+    new_tool_call,
+)
 from kindling.sessions.skips import MALFORMED_RECORD, NOT_AN_OBJECT, TOOL_CALL_WITHOUT_NAME
 
 OPENAI_AGENTS = "openai-agents"
 
 _TRACE = "trace"
 _SPAN = "trace.span"
+# What a string content_text decodes rather than passes through starts with one of these.
+_SENTINEL_STARTS = tuple(marker[:1] for marker in CONTENT_SENTINELS)
 
 
 def is_agents_record(obj: Any) -> bool:
@@ -81,28 +91,33 @@ def agents_sessions(path: Path, document: Any, report: ReadReport) -> Iterator[S
     """The sessions of a file whose content ``document`` (a list or an object) is already parsed."""
     if isinstance(document, list):
         return _sessions(_unbatched(document), report)
-    if is_agents_document(document):
-        return _sessions(_batch(document), report)
-    return _sessions((document,), report)
+    items = _batch(document) if isinstance(document, dict) else None
+    return _sessions((document,) if items is None else items, report)
 
 
-def _batch(document: dict[str, Any]) -> list[Any]:
-    """The traces and spans a batch (``{"data": [...]}``, ``traces``/``spans``) holds, traces first."""
+def _batch(document: dict[str, Any]) -> list[Any] | None:
+    """The traces and spans a batch (``{"data": [...]}``, ``traces``/``spans``) holds, traces first.
+
+    None when ``document`` is no batch (``is_agents_document`` is false).
+    """
     items: list[Any] = []
+    batch = False
     for key in ("traces", "data", "spans"):
         found = document.get(key)
-        if isinstance(found, list):
+        if isinstance(found, list) and found:
+            batch = batch or is_agents_record(found[0])
             items.extend(found)
-    return items
+    return items if batch else None
 
 
 def _unbatched(items: Iterable[Any]) -> Iterator[Any]:
     """The traces and spans of ``items``, each batch among them opened up."""
     for item in items:
-        if isinstance(item, dict) and "object" not in item and is_agents_document(item):
-            yield from _batch(item)
-        else:
+        batch = _batch(item) if isinstance(item, dict) and "object" not in item else None
+        if batch is None:
             yield item
+        else:
+            yield from batch
 
 
 def _first_line_whole(head: bytes) -> bool:
@@ -217,7 +232,7 @@ def _session(trace: _Trace, report: ReadReport) -> Session:
             metadata["group_id"] = header["group_id"]
         if isinstance(header.get("metadata"), dict) and header["metadata"]:
             metadata["trace_metadata"] = header["metadata"]
-    return Session(
+    return new_session(
         trace.id,
         OPENAI_AGENTS,
         tuple(messages),
@@ -228,6 +243,7 @@ def _session(trace: _Trace, report: ReadReport) -> Session:
         None,
         None,
         metadata,
+        None,
     )
 
 
@@ -251,24 +267,34 @@ def _time(value: Any) -> float | None:
 
 def _generation(data: dict[str, Any], started: float | None, seen: set[str], messages: list[Message]) -> None:
     for sent in _message_list(data.get("input")):
-        if sent.get("role") != "user":
+        if (sent.__class__ is not dict and not isinstance(sent, dict)) or sent.get("role") != "user":
             continue
-        text = content_text(sent.get("content"))
+        text = _text(sent.get("content"))
         if text and text.strip() and text not in seen:
             seen.add(text)
             messages.append(new_message("user", text, (), None, None, None, started, None))
     for said in _message_list(data.get("output")):
-        if said.get("role", "assistant") != "assistant":
+        if (said.__class__ is not dict and not isinstance(said, dict)) or said.get(
+            "role", "assistant"
+        ) != "assistant":
             continue
-        text = content_text(said.get("content"))
+        text = _text(said.get("content"))
         if text and text.strip():
             messages.append(new_message("assistant", text, (), None, None, None, started, None))
 
 
-def _message_list(value: Any) -> Iterable[dict[str, Any]]:
-    if isinstance(value, list):
-        return [item for item in value if isinstance(item, dict)]
+def _message_list(value: Any) -> Iterable[Any]:
+    """The messages of a generation's input or output (a list, or one message); the items not checked."""
+    if value.__class__ is list or isinstance(value, list):
+        return value
     return (value,) if isinstance(value, dict) else ()
+
+
+def _text(content: Any) -> str | None:
+    """``content_text(content)``, plain text passed through without a call."""
+    if content.__class__ is str and content[:1] not in _SENTINEL_STARTS:
+        return content
+    return content_text(content)
 
 
 def _calls(group: list[dict[str, Any]], messages: list[Message], report: ReadReport) -> None:
@@ -285,11 +311,13 @@ def _calls(group: list[dict[str, Any]], messages: list[Message], report: ReadRep
         if not calls:
             started = span.get("started_at")
         arguments, raw = parse_arguments(data.get("input"))
-        call_id = str(span.get("id") or f"{span.get('trace_id')}:{len(messages)}:{len(calls)}")
+        call_id = span.get("id")
+        if call_id.__class__ is not str or not call_id:
+            call_id = str(call_id or f"{span.get('trace_id')}:{len(messages)}:{len(calls)}")
         calls.append(new_tool_call(call_id, name, arguments, raw, "assistant"))
         error = span.get("error")
         output = data.get("output")
-        text = content_text(output) if output is not None else None
+        text = None if output is None else _text(output)
         if error is None:
             failed = None
         else:

@@ -33,7 +33,6 @@ from kindling.sessions.files import (
     LEADING_BYTES,
     SQLITE_MAGIC,
     keep_detected,
-    parse_document,
     peek_head,
     read_document,
 )
@@ -188,6 +187,15 @@ def _sniff(path: Path) -> tuple[str, Any, bytes | None]:
             "use --format to force one.",
             path=path,
         )
+    if data is not None:
+        # All of a document written over many lines (its first line opens it and holds nothing
+        # else): parsed whole straight away, as its reader takes it, rather than trying its lines.
+        newline = text.find(b"\n")
+        if newline > 0 and text[:newline].strip() in (b"{", b"["):
+            document = _loads(data)
+            found = None if document is None else _format_of_value(document)
+            if found is not None:
+                return found, document, None
     # One JSON value per line (JSONL, or a document on one line): judge by the first line that
     # parses among those the peek holds whole.
     for first in _first_values(text, whole=whole):
@@ -267,7 +275,7 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
     UnknownFormatError when it parses but holds nothing kindling reads.
     """
     if data is not None:
-        document = parse_document(data, ReadReport())
+        document = _loads(data)
     elif _size(path) > _DOCUMENT_LIMIT:
         return None, None  # too big to parse just to look: perhaps JSONL with a long first line
     else:
@@ -285,6 +293,14 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
         "conversations).",
         path=path,
     )
+
+
+def _loads(data: bytes) -> Any:
+    """``data`` parsed as one JSON document, or None when it is not one (detection only looks)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def benchmark_directory_format(directory: Path) -> str | None:
