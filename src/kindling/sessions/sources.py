@@ -114,10 +114,13 @@ def resolve_source(source: str | Path) -> str | Path:
         if results.is_file() and (path / "simulations").is_dir():
             return results  # a tau2-bench run saved in its directory format
         try:
-            has_files = next(session_files(path), None) is not None
+            first = next(session_files(path), None)
         except OSError as exc:
             raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-        if has_files:
+        if first is not None:
+            # Kept for telling the folder's format, which nearly always follows (and looks for it again).
+            _FIRST_FILE.clear()
+            _FIRST_FILE[path] = first
             return path  # a folder of session files (a coding agent's home, benchmark results), read file by file
         raise SourceError(
             f"Cannot read {path}: it is a directory without a state.db (so not a Hermes home) "
@@ -125,6 +128,10 @@ def resolve_source(source: str | Path) -> str | Path:
             path=path,
         )
     return path
+
+
+# The first session file of the folder ``resolve_source`` resolved last (one entry at most).
+_FIRST_FILE: dict[Path, Path] = {}
 
 
 def detect_format(source: str | Path) -> str:
@@ -325,12 +332,16 @@ def benchmark_directory_format(directory: Path) -> str | None:
 
 def _directory_format(directory: Path) -> str:
     """The format of a folder: its benchmark results', else that of the first session file below it."""
+    first = _FIRST_FILE.pop(directory, None)  # the first session file, as resolve_source just found it
     found = benchmark_directory_format(directory)
     if found is not None:
         return found
     home = home_format(directory)
     if home is not None:
         return home
+    if first is not None:
+        with contextlib.suppress(SourceError):
+            return OPENHANDS if first.is_dir() else _file_format(first)
     for path in session_files(directory):
         try:
             return OPENHANDS if path.is_dir() else _file_format(path)
