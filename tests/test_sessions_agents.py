@@ -509,18 +509,40 @@ def test_agents_sdk_bad_lines_are_counted_by_reason(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "folder",
-    [CLAUDE, CODEX, CODEX_LEGACY, FIXTURES / "openhands", FIXTURES / "swe-agent", AGENTS_SDK],
+    ("folder", "count"),
+    [
+        (CLAUDE, _count_claude),
+        (CODEX, _count_codex),
+        (CODEX_LEGACY, _count_codex),
+        (FIXTURES / "openhands", _count_openhands),
+        (FIXTURES / "swe-agent", _count_swe_agent),
+        (AGENTS_SDK, _count_agents_sdk),
+    ],
     ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent", "openai-agents"],
 )
-def test_sessions_stats_build_and_warm_on_each_format(folder: Path, isolated_homes: Path) -> None:
+def test_sessions_stats_build_and_warm_on_each_format(folder: Path, count: Any, isolated_homes: Path) -> None:
+    expected = count(folder)
+    skipped = {reason: n for reason, n in expected["skipped"].items() if n}
     listed = runner.invoke(app, ["sessions", str(folder), "--json"])
     assert listed.exit_code == 0, listed.output
     counted = json.loads(listed.output)
+    assert (counted["sessions"], counted["tool_calls"], counted["tool_results"], counted["skipped"]) == (
+        expected["sessions"],
+        expected["calls"],
+        expected["results"],
+        skipped,
+    )
     stats = runner.invoke(app, ["stats", str(folder), "--json"])
     assert stats.exit_code == 0, stats.output
     data = json.loads(stats.output)
-    assert data["sessions"] == counted["sessions"] and data["tool_calls"] == counted["tool_calls"]
+    # The same counts in stats, and failures judged as the independent count judges them.
+    assert (data["sessions"], data["tool_calls"], data["results_paired"], data["skipped"]) == (
+        expected["sessions"],
+        expected["calls"],
+        expected["results"],
+        skipped,
+    )
+    assert data["results_failed"] == expected["failures"]
     built = runner.invoke(app, ["build", "agent", str(folder), "--min-messages", "2", "--json"])
     assert built.exit_code == 0, built.output
     template = json.loads(built.output)["template"]
