@@ -314,8 +314,18 @@ def test_codex_both_layouts_keep_id_cwd_and_model() -> None:
     assert current.id == meta["id"] and current.cwd == meta["cwd"]
     assert current.model == "gpt-5-codex"
     (legacy,), _ = _read(CODEX_LEGACY)
-    header = _lines(next(CODEX_LEGACY.rglob("*.jsonl")))[0]
+    lines = _lines(next(CODEX_LEGACY.rglob("*.jsonl")))
+    header = lines[0]
     assert legacy.id == header["id"] and legacy.metadata["git_branch"] == header["git"]["branch"]
+    # The older layout names its working folder only in the environment block of the first turn.
+    block = next(
+        part["text"]
+        for line in lines
+        if line.get("type") == "message"
+        for part in line["content"]
+        if part.get("text", "").startswith("<environment_context>")
+    )
+    assert legacy.cwd == block.split("<cwd>")[1].split("</cwd>")[0] and legacy.cwd.startswith("/")
     calls = [c for m in current.messages for c in m.tool_calls]
     assert {c.name for c in calls} == {"shell"} and all(
         isinstance(c.arguments["command"], list) for c in calls
