@@ -208,7 +208,8 @@ def test_the_fixtures_hold_what_the_tests_need() -> None:
     assert claude["failures"] >= 1 and claude["skipped"]["compaction_summary"] == 4
     assert len(list(SPOTTER.rglob("subagents/agent-*.jsonl"))) == 2
     assert codex["failures"] >= 3
-    assert _count_openhands(FIXTURES / "openhands")["calls"] >= 5
+    openhands = _count_openhands(FIXTURES / "openhands")
+    assert openhands["calls"] >= 5 and openhands["failures"] >= 1
     assert _count_agents_sdk(AGENTS_SDK)["failures"] >= 1
 
 
@@ -518,6 +519,19 @@ def test_agents_sdk_bad_lines_are_counted_by_reason(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ end to end
 
 
+def test_swe_agent_runs_end_as_their_info_says() -> None:
+    sessions, _ = _read(FIXTURES / "swe-agent")
+    by_id = {s.id: s for s in sessions}
+    assert len(by_id) == 3
+    for path in sorted((FIXTURES / "swe-agent").glob("*.traj")):
+        info = json.loads(path.read_text()).get("info") or {}
+        session = by_id[path.stem]
+        assert session.end_reason == info.get("exit_status")
+        assert session.metadata.get("submitted", False) == bool(info.get("submission"))
+    # Two of the recorded runs submitted a patch, one (a bare demonstration) says nothing.
+    assert sorted(str(s.end_reason) for s in sessions) == ["None", "submitted", "submitted"]
+
+
 @pytest.mark.parametrize(
     ("folder", "count"),
     [
@@ -597,7 +611,7 @@ def test_a_folder_is_read_with_its_subfolders(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "swe-agent", tmp_path / "runs" / "a" / "b")
     shutil.copytree(FIXTURES / "openhands", tmp_path / "runs" / "c")
     sessions, _ = _read(tmp_path / "runs")
-    assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 6
+    assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 7
     result = runner.invoke(app, ["sessions", str(tmp_path / "runs"), "--json"])
     assert json.loads(result.output)["sources"][0]["format"] == "openhands+swe-agent"
 
