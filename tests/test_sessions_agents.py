@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,8 @@ def test_the_fixtures_hold_what_the_tests_need() -> None:
     assert claude["failures"] >= 1 and claude["skipped"]["compaction_summary"] == 4
     assert len(list(SPOTTER.rglob("subagents/agent-*.jsonl"))) == 2
     assert codex["failures"] >= 3
-    assert _count_openhands(FIXTURES / "openhands")["calls"] >= 5
+    openhands = _count_openhands(FIXTURES / "openhands")
+    assert openhands["calls"] >= 5 and openhands["failures"] >= 1
     assert _count_agents_sdk(AGENTS_SDK)["failures"] >= 1
 
 
@@ -313,8 +315,18 @@ def test_codex_both_layouts_keep_id_cwd_and_model() -> None:
     assert current.id == meta["id"] and current.cwd == meta["cwd"]
     assert current.model == "gpt-5-codex"
     (legacy,), _ = _read(CODEX_LEGACY)
-    header = _lines(next(CODEX_LEGACY.rglob("*.jsonl")))[0]
+    lines = _lines(next(CODEX_LEGACY.rglob("*.jsonl")))
+    header = lines[0]
     assert legacy.id == header["id"] and legacy.metadata["git_branch"] == header["git"]["branch"]
+    # The older layout names its working folder only in the environment block of the first turn.
+    block = next(
+        part["text"]
+        for line in lines
+        if line.get("type") == "message"
+        for part in line["content"]
+        if part.get("text", "").startswith("<environment_context>")
+    )
+    assert legacy.cwd == block.split("<cwd>")[1].split("</cwd>")[0] and legacy.cwd.startswith("/")
     calls = [c for m in current.messages for c in m.tool_calls]
     assert {c.name for c in calls} == {"shell"} and all(
         isinstance(c.arguments["command"], list) for c in calls
@@ -403,6 +415,50 @@ def test_agents_sdk_spans_one_a_line_and_exported_twice(tmp_path: Path) -> None:
     assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
 
 
+def test_agents_sdk_times_read_the_same_in_every_form_and_spans_without_a_start_go_last(
+    tmp_path: Path,
+) -> None:
+    document = json.loads(HANDOFF.read_text())
+    (expected,), _ = _read(HANDOFF)
+    functions = [s for s in document["spans"] if s["span_data"]["type"] == "function"]
+    # The times the messages and the session keep are the spans' own, to the microsecond.
+    calls = [m for m in expected.messages if m.tool_calls]
+    results = [m for m in expected.messages if m.role == "tool"]
+    moment = datetime.fromisoformat
+    assert [m.timestamp for m in calls] == [moment(s["started_at"]).timestamp() for s in functions]
+    assert [m.timestamp for m in results] == [moment(s["ended_at"]).timestamp() for s in functions]
+    assert expected.started_at == min(moment(s["started_at"]).timestamp() for s in document["spans"])
+    assert expected.ended_at == max(moment(s["ended_at"]).timestamp() for s in document["spans"])
+    # Written with "Z" (or with another offset for the same instant) they read the same.
+    for suffix, shift in (("Z", timedelta(0)), ("+02:00", timedelta(hours=2))):
+        shifted = json.loads(HANDOFF.read_text())
+        for span in shifted["spans"]:
+            for key in ("started_at", "ended_at"):
+                local = moment(span[key]) + shift
+                span[key] = local.replace(tzinfo=None).isoformat() + suffix
+        path = tmp_path / f"shifted{len(suffix)}.json"
+        path.write_text(json.dumps(shifted))
+        (session,), _ = _read(path)
+        assert [m.as_dict() for m in session.messages] == [m.as_dict() for m in expected.messages]
+        assert (session.started_at, session.ended_at) == (expected.started_at, expected.ended_at)
+    # A span with no start (not started, or an export without times) goes after every timed one;
+    # when no span has a start, they keep the order they were written in.
+    untimed = json.loads(HANDOFF.read_text())
+    first_function = next(s for s in untimed["spans"] if s["span_data"]["type"] == "function")
+    first_function["started_at"] = None
+    path = tmp_path / "untimed.json"
+    path.write_text(json.dumps(untimed))
+    (session,), _ = _read(path)
+    assert [c.name for m in session.messages for c in m.tool_calls] == ["issue_refund", "lookup_order"]
+    for number, span in enumerate(untimed["spans"]):
+        span["started_at"] = 100 - number  # not text, so not a time the SDK writes: no order from it
+    path.write_text(json.dumps(untimed))
+    (session,), _ = _read(path)
+    written = [s["span_data"]["name"] for s in untimed["spans"] if s["span_data"]["type"] == "function"]
+    assert [c.name for m in session.messages for c in m.tool_calls] == written
+    assert session.started_at == 100.0
+
+
 # ------------------------------------------------------------------------------- bad lines
 
 
@@ -463,19 +519,54 @@ def test_agents_sdk_bad_lines_are_counted_by_reason(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ end to end
 
 
+def test_swe_agent_runs_end_as_their_info_says() -> None:
+    sessions, _ = _read(FIXTURES / "swe-agent")
+    by_id = {s.id: s for s in sessions}
+    assert len(by_id) == 3
+    for path in sorted((FIXTURES / "swe-agent").glob("*.traj")):
+        info = json.loads(path.read_text()).get("info") or {}
+        session = by_id[path.stem]
+        assert session.end_reason == info.get("exit_status")
+        assert session.metadata.get("submitted", False) == bool(info.get("submission"))
+    # Two of the recorded runs submitted a patch, one (a bare demonstration) says nothing.
+    assert sorted(str(s.end_reason) for s in sessions) == ["None", "submitted", "submitted"]
+
+
 @pytest.mark.parametrize(
-    "folder",
-    [CLAUDE, CODEX, CODEX_LEGACY, FIXTURES / "openhands", FIXTURES / "swe-agent", AGENTS_SDK],
+    ("folder", "count"),
+    [
+        (CLAUDE, _count_claude),
+        (CODEX, _count_codex),
+        (CODEX_LEGACY, _count_codex),
+        (FIXTURES / "openhands", _count_openhands),
+        (FIXTURES / "swe-agent", _count_swe_agent),
+        (AGENTS_SDK, _count_agents_sdk),
+    ],
     ids=["claude-code", "codex", "codex-legacy", "openhands", "swe-agent", "openai-agents"],
 )
-def test_sessions_stats_build_and_warm_on_each_format(folder: Path, isolated_homes: Path) -> None:
+def test_sessions_stats_build_and_warm_on_each_format(folder: Path, count: Any, isolated_homes: Path) -> None:
+    expected = count(folder)
+    skipped = {reason: n for reason, n in expected["skipped"].items() if n}
     listed = runner.invoke(app, ["sessions", str(folder), "--json"])
     assert listed.exit_code == 0, listed.output
     counted = json.loads(listed.output)
+    assert (counted["sessions"], counted["tool_calls"], counted["tool_results"], counted["skipped"]) == (
+        expected["sessions"],
+        expected["calls"],
+        expected["results"],
+        skipped,
+    )
     stats = runner.invoke(app, ["stats", str(folder), "--json"])
     assert stats.exit_code == 0, stats.output
     data = json.loads(stats.output)
-    assert data["sessions"] == counted["sessions"] and data["tool_calls"] == counted["tool_calls"]
+    # The same counts in stats, and failures judged as the independent count judges them.
+    assert (data["sessions"], data["tool_calls"], data["results_paired"], data["skipped"]) == (
+        expected["sessions"],
+        expected["calls"],
+        expected["results"],
+        skipped,
+    )
+    assert data["results_failed"] == expected["failures"]
     built = runner.invoke(app, ["build", "agent", str(folder), "--min-messages", "2", "--json"])
     assert built.exit_code == 0, built.output
     template = json.loads(built.output)["template"]
@@ -520,7 +611,7 @@ def test_a_folder_is_read_with_its_subfolders(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "swe-agent", tmp_path / "runs" / "a" / "b")
     shutil.copytree(FIXTURES / "openhands", tmp_path / "runs" / "c")
     sessions, _ = _read(tmp_path / "runs")
-    assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 6
+    assert sorted({s.source for s in sessions}) == ["openhands", "swe-agent"] and len(sessions) == 7
     result = runner.invoke(app, ["sessions", str(tmp_path / "runs"), "--json"])
     assert json.loads(result.output)["sources"][0]["format"] == "openhands+swe-agent"
 

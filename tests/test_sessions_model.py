@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from pathlib import Path
 
 import orjson
 import pytest
 
 from kindling.sessions import Message, ReadReport, Session, ToolCall, generate_sample_db, iter_sessions
-from kindling.sessions.model import build_message, build_tool_call
+from kindling.sessions.model import build_message, build_tool_call, new_session
 
 
 def test_as_dict_is_openai_shaped() -> None:
@@ -54,6 +55,12 @@ def test_fast_builders_build_the_same_frozen_objects() -> None:
     assert message == Message("assistant", "hi", (call,), timestamp=2.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.content = "changed"  # type: ignore[misc]
+    session = new_session("s", "codex", (message,), 1.0, 2.0, None, "m", "p", None, {"k": 1}, "/w")
+    assert type(session) is Session
+    assert session == Session("s", "codex", (message,), 1.0, 2.0, None, "m", "p", None, {"k": 1}, "/w")
+    assert pickle.loads(pickle.dumps(session)) == session and session.message_count == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        session.model = "changed"  # type: ignore[misc]
 
 
 def test_report_counts_and_merges() -> None:
@@ -89,7 +96,6 @@ def test_report_counts_and_merges() -> None:
 
 
 def test_reader_objects_are_real_frozen_and_picklable(tmp_path: Path) -> None:
-    import pickle
 
     path = generate_sample_db(tmp_path / "state.db", sessions=5, seed=1)
     sessions = list(iter_sessions(path))

@@ -7,7 +7,8 @@ Two layouts are read:
   conversation (``event_msg`` repeats it for the terminal and is not read; ``compacted`` is a
   compaction summary, counted ``compaction_summary``);
 - older: a bare header line ``{"id", "timestamp", "instructions", "git"}``, ``{"record_type":
-  "state"}`` markers, and the response items themselves with no ``payload`` wrapper.
+  "state"}`` markers, and the response items themselves with no ``payload`` wrapper; the working
+  folder is only in the ``<cwd>`` of the ``<environment_context>`` block of the user's first turn.
 
 Response items: ``message`` (user, assistant, developer as system); ``reasoning`` (its summary text
 is the next assistant turn's reasoning); ``function_call`` / ``custom_tool_call`` /
@@ -21,6 +22,7 @@ marks it worked), as does Codex's own report of a command it could not run (``fa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,8 @@ _NOTE_PREFIXES = (
     "<turn_aborted>",
     "<user_shell_command>",
 )
+# The working folder in the <environment_context> block Codex writes into the user's first turn.
+_CWD = re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>")
 # How Codex itself reports a command it could not run (in place of the command's output).
 _CODEX_FAILURES = ("failed in sandbox", "execution error", "sandbox error")
 _CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
@@ -235,6 +239,11 @@ def _item(rollout: _Rollout, item: dict[str, Any], stamp: Any, report: ReadRepor
     if role != "user" or not text or not text.strip():
         return
     if text.lstrip().startswith(_NOTE_PREFIXES):
+        if rollout.cwd is None:
+            # The older layout says where the agent worked only here (no session_meta, no turn_context).
+            found = _CWD.search(text)
+            if found is not None:
+                rollout.cwd = found.group(1)
         report.skip(AGENT_NOTE)
         return
     rollout.messages.append(new_message("user", text, (), None, None, None, epoch(stamp), None))

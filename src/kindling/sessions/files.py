@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import math
+import os
 import sqlite3
 import urllib.parse
 import zlib
@@ -65,11 +66,7 @@ def peek_head(path: Path, size: int = PEEK_BYTES) -> tuple[bytes, bool, bool]:
     decompressing its start gave (a cut archive ends early); ``compressed`` that the file is gzip.
     Raises SourceError when the file cannot be read.
     """
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(size)
-    except OSError as exc:
-        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    head = _read_head(path, size)
     compressed = head[:2] == GZIP_MAGIC
     if compressed:
         # Decompress only the start: a truncated archive must still be detectable.
@@ -78,6 +75,41 @@ def peek_head(path: Path, size: int = PEEK_BYTES) -> tuple[bytes, bool, bool]:
         except zlib.error as exc:
             raise SourceError(f"Cannot read {path}: it is not a valid gzip file ({exc}).", path=path) from exc
     return head, len(head) < size, compressed
+
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _read_head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` as stored (fewer when the file is shorter). Raises SourceError.
+
+    Read through the file descriptor rather than a buffered file object: detection reads the head of
+    every file of a folder, and for the small files most sessions are, building and closing a buffered
+    reader costs as much as the read itself.
+    """
+    try:
+        descriptor = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    try:
+        head = os.read(descriptor, size)
+        if 0 < len(head) < size:
+            # A read may return less than asked before the end of the file: read on until it says
+            # the end (an empty read) or the head is whole.
+            parts = [head]
+            got = len(head)
+            while got < size:
+                part = os.read(descriptor, size - got)
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+            head = b"".join(parts)
+    except OSError as exc:
+        raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
+    finally:
+        os.close(descriptor)
+    return head
 
 
 def open_lines(path: Path) -> Iterator[bytes]:

@@ -159,18 +159,25 @@ class ReadReport:
 
         A tool result is assumed to answer the agent unless it names a call the user made before it.
         """
+        messages = session.messages
         self.sessions += 1
-        self.messages += len(session.messages)
-        user_calls: set[str] = set()
-        for message in session.messages:
-            for call in message.tool_calls:
-                if call.requestor == "assistant":
-                    self.tool_calls += 1
-                else:
-                    self.user_tool_calls += 1
-                    user_calls.add(call.id)
-            if message.role == "tool" and message.tool_call_id not in user_calls:
-                self.tool_results += 1
+        self.messages += len(messages)
+        calls = results = 0
+        user_calls: set[str] | None = None  # the ids of the calls the user made, once there is one
+        for message in messages:
+            if message.tool_calls:
+                for call in message.tool_calls:
+                    if call.requestor == "assistant":
+                        calls += 1
+                    else:
+                        self.user_tool_calls += 1
+                        if user_calls is None:
+                            user_calls = set()
+                        user_calls.add(call.id)
+            if message.role == "tool" and (user_calls is None or message.tool_call_id not in user_calls):
+                results += 1
+        self.tool_calls += calls
+        self.tool_results += results
 
     def add_counted(self, messages: int, tool_calls: int, tool_results: int) -> None:
         """Count a session about to be yielded whose reader counted its contents while building it.
@@ -253,13 +260,49 @@ class _ToolCallInit:
         self.__class__ = ToolCall  # type: ignore[assignment]
 
 
-# Typed as what they return: calling one of these gives a Message / ToolCall.
+class _SessionInit:
+    __slots__ = Session.__slots__
+
+    def __init__(
+        self,
+        id: str,
+        source: str,
+        messages: tuple[Message, ...],
+        started_at: float | None,
+        ended_at: float | None,
+        end_reason: str | None,
+        model: str | None,
+        parent_id: str | None,
+        reward: float | None,
+        metadata: Mapping[str, Any],
+        cwd: str | None = None,
+    ) -> None:
+        self.id = id
+        self.source = source
+        self.messages = messages
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.end_reason = end_reason
+        self.model = model
+        self.parent_id = parent_id
+        self.reward = reward
+        self.metadata = metadata
+        self.cwd = cwd
+        self.__class__ = Session  # type: ignore[assignment]
+
+
+# Typed as what they return: calling one of these gives a Message / ToolCall / Session.
 new_message = cast(
     "Callable[[Role, str | None, tuple[ToolCall, ...], str | None, str | None, bool | None, float | None,"
     " str | None], Message]",
     _MessageInit,
 )
 new_tool_call = cast("Callable[[str, str, Mapping[str, Any], str | None, str], ToolCall]", _ToolCallInit)
+new_session = cast(
+    "Callable[[str, str, tuple[Message, ...], float | None, float | None, str | None, str | None,"
+    " str | None, float | None, Mapping[str, Any], str | None], Session]",
+    _SessionInit,
+)
 
 
 def build_message(

@@ -33,7 +33,6 @@ from kindling.sessions.files import (
     LEADING_BYTES,
     SQLITE_MAGIC,
     keep_detected,
-    parse_document,
     peek_head,
     read_document,
 )
@@ -51,7 +50,7 @@ from kindling.sessions.openai_agents import (
 )
 from kindling.sessions.openhands import is_openhands_event, openhands_sessions, read_openhands
 from kindling.sessions.sweagent import is_swe_agent_trajectory, read_swe_agent, swe_agent_sessions
-from kindling.sessions.taubench import document_format
+from kindling.sessions.taubench import describe_document, document_format, is_run_directory_results
 
 HERMES = "hermes"
 HERMES_EXPORT = "hermes-export"
@@ -115,10 +114,13 @@ def resolve_source(source: str | Path) -> str | Path:
         if results.is_file() and (path / "simulations").is_dir():
             return results  # a tau2-bench run saved in its directory format
         try:
-            has_files = next(session_files(path), None) is not None
+            first = next(session_files(path), None)
         except OSError as exc:
             raise SourceError(f"Cannot open {path}: {exc.strerror or exc}.", path=path) from exc
-        if has_files:
+        if first is not None:
+            # Kept for telling the folder's format, which nearly always follows (and looks for it again).
+            _FIRST_FILE.clear()
+            _FIRST_FILE[path] = first
             return path  # a folder of session files (a coding agent's home, benchmark results), read file by file
         raise SourceError(
             f"Cannot read {path}: it is a directory without a state.db (so not a Hermes home) "
@@ -126,6 +128,10 @@ def resolve_source(source: str | Path) -> str | Path:
             path=path,
         )
     return path
+
+
+# The first session file of the folder ``resolve_source`` resolved last (one entry at most).
+_FIRST_FILE: dict[Path, Path] = {}
 
 
 def detect_format(source: str | Path) -> str:
@@ -188,6 +194,15 @@ def _sniff(path: Path) -> tuple[str, Any, bytes | None]:
             "use --format to force one.",
             path=path,
         )
+    if data is not None:
+        # All of a document written over many lines (its first line opens it and holds nothing
+        # else): parsed whole straight away, as its reader takes it, rather than trying its lines.
+        newline = text.find(b"\n")
+        if newline > 0 and text[:newline].strip() in (b"{", b"["):
+            document = _loads(data)
+            found = None if document is None else _format_of_value(document)
+            if found is not None:
+                return found, document, None
     # One JSON value per line (JSONL, or a document on one line): judge by the first line that
     # parses among those the peek holds whole.
     for first in _first_values(text, whole=whole):
@@ -266,10 +281,8 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
     ``data`` is the file's content when the caller holds all of it already. Raises
     UnknownFormatError when it parses but holds nothing kindling reads.
     """
-    from kindling.sessions.taubench import describe_document, is_run_directory_results
-
     if data is not None:
-        document = parse_document(data, ReadReport())
+        document = _loads(data)
     elif _size(path) > _DOCUMENT_LIMIT:
         return None, None  # too big to parse just to look: perhaps JSONL with a long first line
     else:
@@ -287,6 +300,14 @@ def _document_format(path: Path, data: bytes | None = None) -> tuple[str | None,
         "conversations).",
         path=path,
     )
+
+
+def _loads(data: bytes) -> Any:
+    """``data`` parsed as one JSON document, or None when it is not one (detection only looks)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def benchmark_directory_format(directory: Path) -> str | None:
@@ -311,12 +332,16 @@ def benchmark_directory_format(directory: Path) -> str | None:
 
 def _directory_format(directory: Path) -> str:
     """The format of a folder: its benchmark results', else that of the first session file below it."""
+    first = _FIRST_FILE.pop(directory, None)  # the first session file, as resolve_source just found it
     found = benchmark_directory_format(directory)
     if found is not None:
         return found
     home = home_format(directory)
     if home is not None:
         return home
+    if first is not None:
+        with contextlib.suppress(SourceError):
+            return OPENHANDS if first.is_dir() else _file_format(first)
     for path in session_files(directory):
         try:
             return OPENHANDS if path.is_dir() else _file_format(path)

@@ -29,6 +29,7 @@ message with ``requestor="user"``, so nothing that counts the agent's calls ever
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -134,11 +135,13 @@ def describe_document(document: Any) -> str:
 
 def document_files(directory: Path) -> list[Path]:
     """The JSON files of a directory source, in natural name order (``task_2`` before ``task_10``)."""
-    files = [
-        path
-        for path in directory.iterdir()
-        if path.name.endswith(DOCUMENT_SUFFIXES) and not path.name.startswith(".") and path.is_file()
-    ]
+    # The names first (a folder of session folders holds no document of its own: nothing to build).
+    with os.scandir(directory) as listing:
+        files = [
+            directory / entry.name
+            for entry in listing
+            if entry.name.endswith(DOCUMENT_SUFFIXES) and not entry.name.startswith(".") and entry.is_file()
+        ]
     return sorted(files, key=_natural_key)
 
 
