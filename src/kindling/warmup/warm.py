@@ -13,6 +13,7 @@ from kindling.warmup.build import build_conversation, check_style
 from kindling.warmup.convert import to_anthropic
 from kindling.warmup.inject import inject, validate_conversation
 from kindling.warmup.plan import choose_template, plan_examples, why_template
+from kindling.warmup.query import Query, as_query
 from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, fill_budget
 from kindling.warmup.tokens import estimate_conversation_tokens
 
@@ -83,7 +84,7 @@ def tool_names(tools: Any) -> list[str]:
 
 def warm_conversation(
     template: Template,
-    task: str,
+    task: str | Query,
     *,
     budget: int = DEFAULT_BUDGET,
     style: str = "triples",
@@ -95,6 +96,7 @@ def warm_conversation(
 
     ``tools`` is the agent's tools (None: any): no other tool is shown. The messages pass
     ``validate_conversation`` and their estimated tokens never exceed ``budget``.
+    ``task`` is the text or, parsed once for the whole warm-up, a ``Query``.
     Raises ConversationError for an unknown style or a negative budget.
     """
     check_style(style)
@@ -129,7 +131,7 @@ def warm_conversation(
     )
 
 
-def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Template, str]:
+def _resolve(store: TemplateStore, name: str | None, task: Query) -> tuple[Template, str]:
     if name:
         return store.get(name), "named by the caller"
     templates = store.list()
@@ -145,7 +147,7 @@ def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Templat
 
 def warm(
     name: str | None,
-    task: str,
+    task: str | Query,
     *,
     store: TemplateStore | None = None,
     budget: int = DEFAULT_BUDGET,
@@ -162,10 +164,11 @@ def warm(
     is missing, ConversationError for bad options.
     """
     store = store or open_store()
-    template, why = _resolve(store, name, task)
+    query = as_query(task)  # scrubbed and split once, for the choice and the plan
+    template, why = _resolve(store, name, query)
     result = warm_conversation(
         template,
-        task,
+        query,
         budget=budget,
         style=style,
         include_system=include_system,
