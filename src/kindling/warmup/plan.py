@@ -276,13 +276,24 @@ def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
     return sum(1 for tag in template.tags if set(tokenize(tag)) & task_tokens)
 
 
-def choose_template(templates: Sequence[Template], task: str | Query) -> Template | None:
+def choose_template(
+    templates: Sequence[Template], task: str | Query, *, tools: Collection[str] | None = None
+) -> Template | None:
     """Return the template whose past tasks fit ``task`` best, or None when none has a usable example.
 
-    Ties in fit (rounded to 3 decimals) go by task type (same as the task text's, then untyped or
-    ``mixed``), then more tags named in the task, then least used, then name.
+    ``tools`` is the agent's tools (None: any): a template with no usable example of one of them
+    is not considered. Ties in fit (rounded to 3 decimals) go by task type (same as the task
+    text's, then untyped or ``mixed``), then more tags named in the task, then least used, then name.
     """
-    candidates = [t for t in templates if any(e.outcome is not OutcomeStatus.FAILED for e in t.examples)]
+    allowed = set(tools) if tools is not None else None
+    candidates = [
+        t
+        for t in templates
+        if any(
+            e.outcome is not OutcomeStatus.FAILED and (allowed is None or e.tool_name in allowed)
+            for e in t.examples
+        )
+    ]
     if not candidates:
         return None
     query = as_query(task)

@@ -131,14 +131,17 @@ def warm_conversation(
     )
 
 
-def _resolve(store: TemplateStore, name: str | None, task: Query) -> tuple[Template, str]:
+def _resolve(
+    store: TemplateStore, name: str | None, task: Query, tools: Collection[str] | None
+) -> tuple[Template, str]:
     if name:
         return store.get(name), "named by the caller"
     templates = store.list()
-    chosen = choose_template(templates, task)
+    chosen = choose_template(templates, task, tools=tools)
     if chosen is None:
+        which = "examples" if tools is None else "examples of the agent's tools"
         raise NotFoundError(
-            f"No template with examples in {store.location}; build one with `kindling build NAME SOURCE`.",
+            f"No template with {which} in {store.location}; build one with `kindling build NAME SOURCE`.",
             kind="template",
             name="--auto",
         )
@@ -159,13 +162,15 @@ def warm(
 ) -> WarmResult:
     """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
 
-    ``tools`` is the agent's tools (None: any). Records one use of the template unless
+    The one way in: the CLI, the Hermes plugin, the proxy and the MCP tool all warm through here.
+    ``tools`` is the agent's tools (None: any): no other tool is shown, and without a name only
+    templates with an example of one of them are considered. Records one use of the template unless
     ``record_use`` is False. Raises NotFoundError when the template (or, for auto, any template)
     is missing, ConversationError for bad options.
     """
     store = store or open_store()
     query = as_query(task)  # scrubbed and split once, for the choice and the plan
-    template, why = _resolve(store, name, query)
+    template, why = _resolve(store, name, query, tools)
     result = warm_conversation(
         template,
         query,
