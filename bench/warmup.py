@@ -181,7 +181,7 @@ def big_template(sessions: int, where: Path) -> tuple[Path, int, float]:
     from kindling.templates.build import template_from_sessions
 
     db = generate_sample_db(where / "big.db", sessions=sessions, seed=11)
-    template = template_from_sessions("big", iter_sessions(db), min_messages=0)
+    template = template_from_sessions("big", iter_sessions(db))  # as `kindling build` keeps them
     store = where / "big"
     JsonDirStore(store).save(template)
     return store, len(template.episodes), (store / "big.json").stat().st_size / 1e6
