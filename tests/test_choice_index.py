@@ -200,3 +200,51 @@ def test_a_template_of_none_of_the_agents_tools_is_never_chosen_and_ties_keep_th
     assert plan.choose_template([twin, shop], "refund my kettle") is shop  # a tie: less used first
     assert plan.choose_template([shop, twin], "refund my kettle", tools=["nothing_else"]) is None
     assert plan.choose_template([shop, twin], "refund my kettle", tools=["issue_refund"]) is shop
+
+
+def test_a_store_keeps_each_templates_summary_and_older_or_edited_files_are_summarised_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orjson
+
+    from kindling.templates import index
+    from kindling.templates.store import SUMMARY_KEY
+
+    store = JsonDirStore(tmp_path)
+    template = _template("kept", 11)
+    store.save(template)
+    data = orjson.loads((tmp_path / "kept.json").read_bytes())
+    assert isinstance(data[SUMMARY_KEY], str)  # compact text beside the template's fields
+    computed = index._summarise(template)
+    # Read in another state of the process (caches emptied): the kept summary is taken, not made.
+    monkeypatch.setattr(index, "_SUMMARIES", type(index._SUMMARIES)())
+    monkeypatch.setattr(index, "_BY_OBJECT", type(index._BY_OBJECT)())
+    made: list[str] = []
+    real = index._summarise
+
+    def counting(t: Template) -> index.TaskSummary:
+        made.append(t.name)
+        return real(t)
+
+    monkeypatch.setattr(index, "_summarise", counting)
+    (tmp_path / "kept.json").write_bytes(orjson.dumps(data))  # a new file: read again
+    adopted = summary_of(JsonDirStore(tmp_path).get("kept"))
+    assert made == [] and (adopted.idf, adopted.postings, adopted.size) == (
+        computed.idf,
+        computed.postings,
+        computed.size,
+    )
+    # A file written before summaries were kept, and one whose past tasks were edited by hand.
+    older = {k: v for k, v in data.items() if k != SUMMARY_KEY}
+    (tmp_path / "older.json").write_bytes(orjson.dumps({**older, "name": "older"}))
+    edited = {**data, "name": "edited"}
+    edited["episodes"] = [{**e, "opening": "cancel my subscription now"} for e in data["episodes"]]
+    (tmp_path / "edited.json").write_bytes(orjson.dumps(edited))
+    (tmp_path / "broken.json").write_bytes(orjson.dumps({**data, "name": "broken", SUMMARY_KEY: "{nope"}))
+    listed = {t.name: t for t in JsonDirStore(tmp_path).list()}
+    for name in ("older", "edited", "broken"):
+        summary_of(listed[name])
+    assert sorted(made) == ["broken", "edited", "older"]
+    task = Query.parse("cancel my subscription")
+    assert plan.template_fit(listed["edited"], task) == _fit_by_the_models(listed["edited"], task) > 0
+    assert plan.template_fit(listed["older"], task) == _fit_by_the_models(listed["older"], task)

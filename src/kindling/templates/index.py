@@ -19,6 +19,8 @@ matched by the task's own words (those requests were never scrubbed).
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
 import threading
 from collections import Counter, OrderedDict
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 
 from kindling.mining.model import OutcomeStatus
 from kindling.templates.model import Episode, Template
@@ -34,9 +37,19 @@ from kindling.templates.model import Episode, Template
 if TYPE_CHECKING:
     from kindling.warmup.query import Query
 
-__all__ = ["ChoiceIndex", "TaskSummary", "choice_index", "summary_of"]
+__all__ = [
+    "ChoiceIndex",
+    "TaskSummary",
+    "adopt_stored_summary",
+    "choice_index",
+    "stored_summary",
+    "summary_of",
+]
+
+log = logging.getLogger(__name__)
 
 FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
+SUMMARY_VERSION = 1  # bumped when the words or weights a summary holds are computed differently
 
 
 @dataclass(frozen=True)
@@ -111,24 +124,97 @@ def _tfidf(found: list[str], idf: dict[str, float]) -> dict[str, float]:
     return {w: v / norm for w, v in vector.items() if v}
 
 
-def _summarise(template: Template) -> TaskSummary:
-    from kindling.warmup.evidence import MAX_TRAINING, episode_text
+def _texts(template: Template) -> tuple[list[str], bool]:
+    """The texts a template's past tasks are known by, and whether they are (scrubbed) episodes."""
+    from kindling.warmup.evidence import episode_text
 
     if template.episodes:
-        texts = [episode_text(e) for e in template.episodes]
-        return TaskSummary.of_texts(
-            texts, training=min(len(texts), MAX_TRAINING), scrubbed=True, template=template
-        )
+        return [episode_text(e) for e in template.episodes], True
     # A legacy template: its examples' distinct requests, as pseudo past tasks (sorted, as
     # template_fit always ordered them).
     contexts = sorted(
         {e.context for e in template.examples if e.context and e.outcome is not OutcomeStatus.FAILED}
     )
-    pseudo = [Episode(session_id=str(i), opening=c) for i, c in enumerate(contexts)]
-    texts = [episode_text(e) for e in pseudo]
+    return [episode_text(Episode(session_id=str(i), opening=c)) for i, c in enumerate(contexts)], False
+
+
+def _summarise(template: Template) -> TaskSummary:
+    from kindling.warmup.evidence import MAX_TRAINING
+
+    texts, scrubbed = _texts(template)
     return TaskSummary.of_texts(
-        texts, training=min(len(texts), MAX_TRAINING), scrubbed=False, template=template
+        texts, training=min(len(texts), MAX_TRAINING), scrubbed=scrubbed, template=template
     )
+
+
+_PROBE = "Hi, I'm returning <order_id_1>: the shipped boxes arrived broken; refunds? running tests."
+
+
+def _signature(texts: Sequence[str], scrubbed: bool) -> str:
+    """What a stored summary was made from: a digest of the texts, of how words are read (a probe
+    sentence's words) and of the summary's version, so a change to either is made again."""
+    from kindling.warmup.evidence import MAX_TRAINING, words
+
+    head = f"{SUMMARY_VERSION}:{MAX_TRAINING}:{words(_PROBE)}:{scrubbed}:{len(texts)}"
+    digest = hashlib.blake2b(head.encode(), digest_size=16)
+    for text in texts:
+        digest.update(len(text).to_bytes(8, "little"))
+        digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def stored_summary(template: Template) -> str:
+    """Return ``template``'s summary for choosing as the compact JSON text a store keeps with it.
+
+    It names what it was made from (``_signature``), so a template whose past tasks changed, or a
+    file edited by hand, is summarised again rather than trusted.
+    """
+    summary = summary_of(template)
+    texts, scrubbed = _texts(template)
+    return orjson.dumps(
+        {
+            "signature": _signature(texts, scrubbed),
+            "size": summary.size,
+            "idf": summary.idf,
+            "postings": summary.postings,
+        }
+    ).decode("utf-8")
+
+
+def adopt_stored_summary(template: Template, stored: Any) -> bool:
+    """Take the summary a store kept with ``template`` (``stored_summary``'s text) instead of
+    computing it; False (and nothing taken) when it is missing, malformed or of other past tasks."""
+    if not isinstance(stored, str):
+        return False
+    try:
+        data = orjson.loads(stored)
+        texts, scrubbed = _texts(template)
+        if not isinstance(data, dict) or data.get("signature") != _signature(texts, scrubbed):
+            return False
+        size = int(data["size"])
+        idf = {str(w): float(v) for w, v in data["idf"].items()}
+        postings = {
+            str(w): (tuple(int(i) for i in indices), tuple(float(v) for v in values))
+            for w, (indices, values) in data["postings"].items()
+        }
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        log.info("The stored summary of template %r is unreadable; it is made again.", template.name)
+        return False
+    if size != len(texts) or any(len(i) != len(v) or (i and max(i) >= size) for i, v in postings.values()):
+        return False
+    tools = frozenset(e.tool_name for e in template.examples if e.outcome is not OutcomeStatus.FAILED)
+    from kindling.warmup.select import tokenize
+
+    summary = TaskSummary(
+        idf=idf,
+        postings=postings,
+        size=size,
+        scrubbed=scrubbed,
+        tools=tools,
+        tag_words=tuple(frozenset(tokenize(tag)) for tag in template.tags),
+    )
+    _remember_summary(template, summary)
+    return True
 
 
 _SUMMARIES: OrderedDict[tuple[Any, ...], TaskSummary] = OrderedDict()
@@ -138,14 +224,11 @@ _OBJECTS_SIZE = 256
 _LOCK = threading.Lock()
 
 
-def summary_of(template: Template) -> TaskSummary:
-    """Return ``template``'s summary for choosing, computed once per version and content (cached)."""
-    shape = (len(template.episodes), len(template.examples), len(template.tags))
-    with _LOCK:
-        seen = _BY_OBJECT.get(id(template))
-        if seen is not None and seen[0] is template and seen[1:4] == shape:
-            _BY_OBJECT.move_to_end(id(template))
-            return seen[4]
+def _shape(template: Template) -> tuple[int, int, int]:
+    return (len(template.episodes), len(template.examples), len(template.tags))
+
+
+def _key(template: Template) -> tuple[Any, ...]:
     # Name and version identify stored templates; the fingerprint (everything the summary reads)
     # tells apart in-memory templates that share them.
     fingerprint = hash(
@@ -155,21 +238,37 @@ def summary_of(template: Template) -> TaskSummary:
             tuple(template.tags),
         )
     )
-    key = (template.name, template.version, template.updated_at, shape, fingerprint)
+    return (template.name, template.version, template.updated_at, _shape(template), fingerprint)
+
+
+def _remember_summary(template: Template, summary: TaskSummary, key: tuple[Any, ...] | None = None) -> None:
+    key = key if key is not None else _key(template)
     with _LOCK:
-        found = _SUMMARIES.get(key)
-        if found is not None:
-            _SUMMARIES.move_to_end(key)
-    if found is None:
-        found = _summarise(template)
-        with _LOCK:
-            _SUMMARIES[key] = found
-            while len(_SUMMARIES) > _SUMMARIES_SIZE:
-                _SUMMARIES.popitem(last=False)
-    with _LOCK:
-        _BY_OBJECT[id(template)] = (template, *shape, found)
+        _SUMMARIES[key] = summary
+        _SUMMARIES.move_to_end(key)
+        while len(_SUMMARIES) > _SUMMARIES_SIZE:
+            _SUMMARIES.popitem(last=False)
+        _BY_OBJECT[id(template)] = (template, *_shape(template), summary)
+        _BY_OBJECT.move_to_end(id(template))
         while len(_BY_OBJECT) > _OBJECTS_SIZE:
             _BY_OBJECT.popitem(last=False)
+
+
+def summary_of(template: Template) -> TaskSummary:
+    """Return ``template``'s summary for choosing, computed once per version and content (cached;
+    a store that kept one with the template hands it over when it reads the template)."""
+    shape = _shape(template)
+    with _LOCK:
+        seen = _BY_OBJECT.get(id(template))
+        if seen is not None and seen[0] is template and seen[1:4] == shape:
+            _BY_OBJECT.move_to_end(id(template))
+            return seen[4]
+    key = _key(template)
+    with _LOCK:
+        found = _SUMMARIES.get(key)
+    if found is None:
+        found = _summarise(template)
+    _remember_summary(template, found, key)
     return found
 
 

@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 SQL_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 #: The tenant a template without one belongs to (the proxy's tenant without tenant tokens).
 DEFAULT_TENANT = "default"
+#: The key of a stored template's summary for choosing (a template ignores it when parsed).
+SUMMARY_KEY = "choice_summary"
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,23 @@ def _not_found(name: str, version: int | None = None) -> NotFoundError:
 
 
 def _dumps(template: Template) -> bytes:
-    return orjson.dumps(template.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    # What choosing a template needs is kept with it (a compact JSON text; kindling.templates.index),
+    # so a process that reads the store need not summarise every template's past tasks again.
+    from kindling.templates.index import stored_summary
+
+    data = template.model_dump(mode="json")
+    data[SUMMARY_KEY] = stored_summary(template)
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+
+
+def _parsed(data: Any, *, name: str) -> Template:
+    """The template in parsed JSON ``data``, with the summary for choosing the store kept beside it."""
+    template = parse_template(data, name=name)
+    if isinstance(data, dict) and SUMMARY_KEY in data:
+        from kindling.templates.index import adopt_stored_summary
+
+        adopt_stored_summary(template, data[SUMMARY_KEY])
+    return template
 
 
 def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
@@ -137,7 +155,7 @@ def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TemplateError(f"{where} is not valid JSON: {exc}.", template=name) from exc
-    return parse_template(data, name=name)
+    return _parsed(data, name=name)
 
 
 # Templates parsed from files in this process, by (path, name): the file's (mtime_ns, size, inode)
@@ -225,7 +243,7 @@ class JsonDirStore(TemplateStore):
         if isinstance(data, dict) and data.get("name") != name:
             # The file name addresses the template; legacy files may carry another (even unsafe) name.
             data = {**data, "name": name}
-        return parse_template(data, name=name), fmt, raw
+        return _parsed(data, name=name), fmt, raw
 
     def _keep_legacy_original(self, name: str, fmt: str, raw: bytes) -> None:
         # The first kindling write turns a legacy file into kindling's format, which the legacy
