@@ -24,7 +24,7 @@ from kindling.templates.model import EpisodeStep, Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
 from kindling.warmup.query import Query, as_past_tasks_are_known, as_query
-from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples
+from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
 
 __all__ = [
     "Plan",
@@ -294,7 +294,7 @@ def choose_template(
         return 2
 
     def tag_overlap(i: int) -> int:
-        return sum(1 for words in index.summaries[i].tag_words if words & task_tokens)
+        return sum(1 for tag in templates[i].tags if set(tokenize(tag)) & task_tokens)
 
     chosen = min(
         (i for i in near if rounded[i] == best),
