@@ -14,6 +14,7 @@ import abc
 import builtins
 import logging
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict
@@ -138,6 +139,25 @@ def _dumps(template: Template) -> bytes:
     data = template.model_dump(mode="json")
     data[SUMMARY_KEY] = stored_summary(template)
     return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+
+
+# The top-level usage count in a file kindling wrote (orjson, two-space indent: top-level keys are
+# the only lines that start with exactly two spaces and a quote; newlines inside strings are escaped).
+_USAGE_LINE = re.compile(rb'^  "usage_count": (\d+)(,?)$', re.MULTILINE)
+
+
+def _count_use_in_place(raw: bytes) -> tuple[int, bytes] | None:
+    """The new count and the file's bytes with its usage count one higher, or None when the file
+    is not one kindling wrote that way (then it is parsed and written as a whole)."""
+    if not raw.startswith(b'{\n  "schema_version": '):
+        return None
+    found = list(_USAGE_LINE.finditer(raw))
+    if len(found) != 1:
+        return None
+    match = found[0]
+    count = int(match.group(1)) + 1
+    line = b'  "usage_count": ' + str(count).encode() + match.group(2)
+    return count, raw[: match.start()] + line + raw[match.end() :]
 
 
 def _parsed(data: Any, *, name: str) -> Template:
@@ -370,14 +390,46 @@ class JsonDirStore(TemplateStore):
         # The lock file stays: removing it could let a waiting process and a new one both "hold" it.
 
     def record_use(self, name: str) -> int:
-        """Increment ``usage_count`` under the template's lock and return the new count."""
+        """Increment ``usage_count`` under the template's lock and return the new count.
+
+        A file kindling wrote has its count changed in place in its bytes (one top-level line),
+        not parsed and written out again: a use of a template from thousands of sessions costs a
+        file write, not a second of JSON. Anything else is read and written as a whole.
+        """
         path = self.path_for(name)
         with file_lock(path):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raise _not_found(name) from None
+            except OSError as exc:
+                raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+            counted = _count_use_in_place(raw)
+            if counted is not None:
+                count, changed = counted
+                write_atomic(path, changed)
+                self._after_use(path, name, count)
+                return count
             current, fmt, raw = self._read_with_format(path, name)
             self._keep_legacy_original(name, fmt, raw)
             updated = current.model_copy(update={"usage_count": current.usage_count + 1})
             write_atomic(path, _dumps(updated))
         return updated.usage_count
+
+    def _after_use(self, path: Path, name: str, count: int) -> None:
+        # The parsed template this process holds is still right but for its count: keep it, under
+        # the file's new stamp (still under the lock, so no other write came between).
+        key = (str(path), name)
+        with _PARSED_LOCK:
+            seen = _PARSED.get(key)
+        if seen is None:
+            return
+        info = path.stat()
+        _remember(
+            key,
+            (info.st_mtime_ns, info.st_size, info.st_ino),
+            seen[1].model_copy(update={"usage_count": count}),
+        )
 
 
 _metadata = sa.MetaData()
