@@ -53,7 +53,7 @@ class Plan:
 
 
 _CACHE: OrderedDict[tuple[Any, ...], TaskEvidence] = OrderedDict()
-_CACHE_SIZE = 16
+_CACHE_SIZE = 32  # fitted models kept per process: a long-running one warms from many templates
 # The same episodes list (held here, so its id cannot be reused) at the same length skips the
 # fingerprint: hashing every episode cost ~0.6 ms a warm-up on a 400-task template, most of a
 # proxy's warm-up, and a long-running caller passes the same template object again and again.
