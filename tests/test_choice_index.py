@@ -169,7 +169,7 @@ def test_a_store_reparses_only_what_changed_and_a_rebuild_is_chosen_by_what_it_h
     assert {t.name: t.usage_count for t in store.list()}["other"] == 1
 
 
-def test_a_sql_store_fetches_only_new_versions_and_keeps_usage_counts_live(tmp_path: Path) -> None:
+def test_a_sql_store_parses_only_new_versions_and_keeps_usage_counts_live(tmp_path: Path) -> None:
     store = SqlStore(tmp_path / "templates.db")
     try:
         store.save(shop_template(repeat=1, name="shop"))
