@@ -14,7 +14,10 @@ import abc
 import builtins
 import logging
 import os
+import re
 import shutil
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,8 @@ log = logging.getLogger(__name__)
 SQL_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 #: The tenant a template without one belongs to (the proxy's tenant without tenant tokens).
 DEFAULT_TENANT = "default"
+#: The key of a stored template's summary for choosing (a template ignores it when parsed).
+SUMMARY_KEY = "choice_summary"
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,9 @@ class TemplateStore(abc.ABC):
     def list(self) -> list[Template]:
         """Return every loadable template (current versions) sorted by name.
 
-        Templates that cannot be loaded are skipped and described in ``self.problems``.
+        Templates that cannot be loaded are skipped and described in ``self.problems``. The list
+        and its templates may be shared with other callers in the process: read them, never change
+        them (``model_copy`` makes a changed template).
         """
 
     @abc.abstractmethod
@@ -125,7 +132,42 @@ def _not_found(name: str, version: int | None = None) -> NotFoundError:
 
 
 def _dumps(template: Template) -> bytes:
-    return orjson.dumps(template.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    # What choosing a template needs is kept with it (a compact JSON text; kindling.templates.index),
+    # so a process that reads the store need not summarise every template's past tasks again.
+    from kindling.templates.index import stored_summary
+
+    data = template.model_dump(mode="json")
+    data[SUMMARY_KEY] = stored_summary(template)
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+
+
+# The top-level usage count in a file kindling wrote (orjson, two-space indent: top-level keys are
+# the only lines that start with exactly two spaces and a quote; newlines inside strings are escaped).
+_USAGE_LINE = re.compile(rb'^  "usage_count": (\d+)(,?)$', re.MULTILINE)
+
+
+def _count_use_in_place(raw: bytes) -> tuple[int, bytes] | None:
+    """The new count and the file's bytes with its usage count one higher, or None when the file
+    is not one kindling wrote that way (then it is parsed and written as a whole)."""
+    if not raw.startswith(b'{\n  "schema_version": '):
+        return None
+    found = list(_USAGE_LINE.finditer(raw))
+    if len(found) != 1:
+        return None
+    match = found[0]
+    count = int(match.group(1)) + 1
+    line = b'  "usage_count": ' + str(count).encode() + match.group(2)
+    return count, raw[: match.start()] + line + raw[match.end() :]
+
+
+def _parsed(data: Any, *, name: str) -> Template:
+    """The template in parsed JSON ``data``, with the summary for choosing the store kept beside it."""
+    template = parse_template(data, name=name)
+    if isinstance(data, dict) and SUMMARY_KEY in data:
+        from kindling.templates.index import adopt_stored_summary
+
+        adopt_stored_summary(template, data[SUMMARY_KEY])
+    return template
 
 
 def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
@@ -133,7 +175,31 @@ def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TemplateError(f"{where} is not valid JSON: {exc}.", template=name) from exc
-    return parse_template(data, name=name)
+    return _parsed(data, name=name)
+
+
+# Templates parsed from files in this process, by (path, name): the file's (mtime_ns, size, inode)
+# when parsed, and the template. Shared by every JsonDirStore, so a caller that opens the store
+# anew for each warm-up (the Hermes plugin) reuses them too. Templates from a store are read-only
+# to their callers (``model_copy`` makes a changed one).
+_PARSED: OrderedDict[tuple[str, str], tuple[tuple[int, int, int], Template]] = OrderedDict()
+_PARSED_SIZE = 256
+_PARSED_LOCK = threading.Lock()
+
+
+# The last list of each directory, with the stamps of its files then (and whether any failed to
+# load: a listing with problems is read again, so that its problems are reported every time).
+_LISTED: dict[str, tuple[tuple[tuple[str, int, int, int], ...], list[Template], bool]] = {}
+# The same for SQL stores, by (database, name, version, and the stored text's length and hash).
+_SQL_PARSED: OrderedDict[tuple[Any, ...], Template] = OrderedDict()
+
+
+def _remember(key: tuple[str, str], stamp: tuple[int, int, int], template: Template) -> None:
+    with _PARSED_LOCK:
+        _PARSED[key] = (stamp, template)
+        _PARSED.move_to_end(key)
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
 
 
 class JsonDirStore(TemplateStore):
@@ -161,7 +227,26 @@ class JsonDirStore(TemplateStore):
         return self.root / f"{validate_name(name)}.versions"
 
     def _read(self, path: Path, name: str) -> Template:
-        return self._read_with_format(path, name)[0]
+        # A file that has not changed since this process last parsed it (same modification time,
+        # size and inode; every write replaces the file) is not parsed again: a long-running warm-up
+        # lists the whole store per new session, and parsing a template from thousands of sessions
+        # costs a large part of a second.
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise _not_found(name) from None
+        except OSError as exc:
+            raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        key = (str(path), name)
+        with _PARSED_LOCK:
+            seen = _PARSED.get(key)
+            if seen is not None and seen[0] == stamp:
+                _PARSED.move_to_end(key)
+                return seen[1]
+        template = self._read_with_format(path, name)[0]
+        _remember(key, stamp, template)
+        return template
 
     def _read_with_format(self, path: Path, name: str) -> tuple[Template, str, bytes]:
         try:
@@ -178,7 +263,7 @@ class JsonDirStore(TemplateStore):
         if isinstance(data, dict) and data.get("name") != name:
             # The file name addresses the template; legacy files may carry another (even unsafe) name.
             data = {**data, "name": name}
-        return parse_template(data, name=name), fmt, raw
+        return _parsed(data, name=name), fmt, raw
 
     def _keep_legacy_original(self, name: str, fmt: str, raw: bytes) -> None:
         # The first kindling write turns a legacy file into kindling's format, which the legacy
@@ -242,20 +327,43 @@ class JsonDirStore(TemplateStore):
         return self._read(old, name)
 
     def list(self) -> list[Template]:
-        """Return every loadable template; unloadable files are listed in ``problems``."""
+        """Return every loadable template; unloadable files are listed in ``problems``.
+
+        While no file has changed since this process last listed the directory, the same list
+        (of the same template objects) is returned: what is built per template list (the index
+        that chooses among them) is then reused as it is.
+        """
         self.problems = []
-        if not self.root.is_dir():
+        try:
+            entries = sorted(
+                (entry.name, entry.stat())
+                for entry in os.scandir(self.root)
+                if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file()
+            )
+        except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as exc:
+            raise StoreError(f"Cannot read {self.root}: {exc.strerror or exc}.", path=self.root) from exc
+        stamps = tuple((name, info.st_mtime_ns, info.st_size, info.st_ino) for name, info in entries)
+        key = str(self.root)
+        with _PARSED_LOCK:
+            seen = _LISTED.get(key)
+        if seen is not None and seen[0] == stamps and not seen[2]:
+            return seen[1]
         templates: list[Template] = []
-        for path in sorted(self.root.glob("*.json")):
-            if path.name.startswith("."):
-                continue
+        for name, _info in entries:
+            path = self.root / name
             try:
                 templates.append(self._read(path, path.stem))
             except KindlingError as exc:
                 self.problems.append(StoreProblem(str(path), str(exc)))
                 log.info("Skipped template file %s: %s", path, exc)
-        return sorted(templates, key=lambda t: t.name)
+        templates.sort(key=lambda t: t.name)
+        with _PARSED_LOCK:
+            _LISTED[key] = (stamps, templates, bool(self.problems))
+            while len(_LISTED) > _PARSED_SIZE:
+                _LISTED.pop(next(iter(_LISTED)))
+        return templates
 
     def versions(self, name: str) -> builtins.list[int]:
         """Return the stored versions of ``name``, oldest first."""
@@ -282,14 +390,46 @@ class JsonDirStore(TemplateStore):
         # The lock file stays: removing it could let a waiting process and a new one both "hold" it.
 
     def record_use(self, name: str) -> int:
-        """Increment ``usage_count`` under the template's lock and return the new count."""
+        """Increment ``usage_count`` under the template's lock and return the new count.
+
+        A file kindling wrote has its count changed in place in its bytes (one top-level line),
+        not parsed and written out again: a use of a template from thousands of sessions costs a
+        file write, not a second of JSON. Anything else is read and written as a whole.
+        """
         path = self.path_for(name)
         with file_lock(path):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raise _not_found(name) from None
+            except OSError as exc:
+                raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+            counted = _count_use_in_place(raw)
+            if counted is not None:
+                count, changed = counted
+                write_atomic(path, changed)
+                self._after_use(path, name, count)
+                return count
             current, fmt, raw = self._read_with_format(path, name)
             self._keep_legacy_original(name, fmt, raw)
             updated = current.model_copy(update={"usage_count": current.usage_count + 1})
             write_atomic(path, _dumps(updated))
         return updated.usage_count
+
+    def _after_use(self, path: Path, name: str, count: int) -> None:
+        # The parsed template this process holds is still right but for its count: keep it, under
+        # the file's new stamp (still under the lock, so no other write came between).
+        key = (str(path), name)
+        with _PARSED_LOCK:
+            seen = _PARSED.get(key)
+        if seen is None:
+            return
+        info = path.stat()
+        _remember(
+            key,
+            (info.st_mtime_ns, info.st_size, info.st_ino),
+            seen[1].model_copy(update={"usage_count": count}),
+        )
 
 
 _metadata = sa.MetaData()
@@ -417,7 +557,11 @@ class SqlStore(TemplateStore):
         return self._row_to_template(name, wanted, data, current.usage_count)
 
     def list(self) -> list[Template]:
-        """Return every loadable current template; corrupt rows are listed in ``problems``."""
+        """Return every loadable current template; corrupt rows are listed in ``problems``.
+
+        A version this process has parsed before (the same stored text) is not parsed again; only
+        its usage count is taken from the row.
+        """
         self.problems = []
         t, v = templates_table, versions_table
         query = (
@@ -433,11 +577,25 @@ class SqlStore(TemplateStore):
             if row.data is None:
                 self.problems.append(StoreProblem(where, "its current version's data is missing"))
                 continue
-            try:
-                templates.append(self._row_to_template(row.name, row.version, row.data, row.usage_count))
-            except KindlingError as exc:
-                self.problems.append(StoreProblem(where, str(exc)))
-                log.info("Skipped %s: %s", where, exc)
+            key = (str(self.target), row.name, row.version, len(row.data), hash(row.data))
+            with _PARSED_LOCK:
+                template = _SQL_PARSED.get(key)
+                if template is not None:
+                    _SQL_PARSED.move_to_end(key)
+            if template is None:
+                try:
+                    template = self._row_to_template(row.name, row.version, row.data, row.usage_count)
+                except KindlingError as exc:
+                    self.problems.append(StoreProblem(where, str(exc)))
+                    log.info("Skipped %s: %s", where, exc)
+                    continue
+                with _PARSED_LOCK:
+                    _SQL_PARSED[key] = template
+                    while len(_SQL_PARSED) > _PARSED_SIZE:
+                        _SQL_PARSED.popitem(last=False)
+            if template.usage_count != row.usage_count:
+                template = template.model_copy(update={"usage_count": row.usage_count})
+            templates.append(template)
         return templates
 
     def versions(self, name: str) -> builtins.list[int]:

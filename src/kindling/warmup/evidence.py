@@ -26,73 +26,31 @@ fixed keyword lists:
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kindling.templates.model import Episode
+from kindling.templates.words import MAX_TRAINING, episode_text, features, words
+
+if TYPE_CHECKING:
+    from kindling.warmup.query import Query
 
 __all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "words"]
 
-_WORD_RE = re.compile(r"[a-z0-9]+")
-# A scrubbed value ("<reservation_id_1>", "<email_2>"): its kind is one feature, "reservation_id:given".
-_PLACEHOLDER_RE = re.compile(r"<([a-z][a-z]*(?:_[a-z]+)*)_\d+>")
-_STOPWORDS = frozenset(
-    "a an and are as at be but by do for from has have how i if in into is it its me my of on or "  # noqa: SIM905
-    "our please so that the their then there these this to up us was we what when where which "
-    "with you your can could would should will hi hello hey im id like want need help just".split()
-)
-_SUFFIXES = ("ing", "ed", "es", "s")
+# How past tasks and new tasks are read into words lives with the templates (their summaries for
+# choosing read them the same way); the names stay importable from here.
+
 L2 = 0.1  # ridge strength of the per-tool models: weak, so one telling word in a long request counts
 _ITERATIONS = 300
 _STEP = 2.0
 _CONVERGED = 1e-4  # stop once no weight moves more than this in a step
 RECALL_WEIGHT = 1.3  # F-beta's beta in choose_tools: recall counts more than precision
-MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a first warm-up stays quick
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def words(text: str) -> list[str]:
-    """Return the stemmed content words of ``text``, in order, then the kinds of detail it gives.
-
-    A placeholder the scrubber left ("<reservation_id_1>") is one word naming its kind
-    ("reservation_id:given"): that the user gave a reservation id tells which tools the task needs,
-    where its parts alone ("reservation", "1") read like any mention of a reservation.
-    """
-    text = text.lower()
-    found = [
-        _stem(w)
-        for w in _WORD_RE.findall(_PLACEHOLDER_RE.sub(" ", text))
-        if len(w) > 1 and w not in _STOPWORDS
-    ]
-    if "<" in text:
-        found.extend(f"{kind}:given" for kind in _PLACEHOLDER_RE.findall(text))
-    return found
-
-
-def features(text: str) -> set[str]:
-    """Return the features of ``text``: its distinct stemmed words.
-
-    Word pairs were tried and cost more than they told: they split a request's weight over twice
-    as many features.
-    """
-    return set(words(text))
-
-
-def episode_text(episode: Episode) -> str:
-    """The text an episode is known by: its request and, when different, its opening message."""
-    return "\n".join(dict.fromkeys(t for t in (episode.request, episode.opening) if t))
 
 
 def _task_tools(episodes: Sequence[Episode]) -> list[set[str]]:
@@ -129,7 +87,8 @@ class TaskEvidence:
         # What a warm-up shows above an episode's calls: its opening message (else its request).
         self.openings = {e.session_id: e.opening or e.request for e in self.episodes}
         texts = [episode_text(e) for e in self.episodes]
-        feats = [features(t) for t in texts]
+        word_lists = [words(t) for t in texts]  # read once: the features are their distinct words
+        feats = [set(ws) for ws in word_lists]
         df = Counter(f for fs in feats for f in fs)
         kept = sorted((f for f, c in df.items() if c >= MIN_DOCUMENT_FREQUENCY), key=lambda f: (-df[f], f))
         self.vocabulary = {f: i for i, f in enumerate(kept[:MAX_VOCABULARY])}
@@ -160,7 +119,6 @@ class TaskEvidence:
                 y[row_index, column_of[tool]] = 1.0
         self.weights, self.bias = _fit_logistic(x, y)
         # TF-IDF over words for similarity between tasks.
-        word_lists = [words(t) for t in texts]
         wdf = Counter(w for ws in word_lists for w in set(ws))
         self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in wdf.items()}
         self.vectors = [self._tfidf(ws) for ws in word_lists]
@@ -175,10 +133,10 @@ class TaskEvidence:
         norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
         return {w: v / norm for w, v in vector.items() if v}
 
-    def similar(self, task: str, limit: int = 20) -> list[Similar]:
+    def similar(self, task: str | Query, limit: int = 20) -> list[Similar]:
         """Return up to ``limit`` episodes with a positive similarity to ``task``, most similar first
-        (ties by episode order)."""
-        query = self._tfidf(words(task))
+        (ties by episode order). A ``Query`` is read by its (scrubbed) words, text is split here."""
+        query = self._tfidf(words(task) if isinstance(task, str) else list(task.words))
         if not query:
             return []
         totals: dict[int, float] = {}
@@ -189,15 +147,15 @@ class TaskEvidence:
         scored.sort(key=lambda s: (-s.similarity, s.index))
         return scored[:limit]
 
-    def known(self, task: str) -> bool:
+    def known(self, task: str | Query) -> bool:
         """True when ``task`` shares at least one feature with the past tasks' requests."""
-        return any(f in self.vocabulary for f in features(task))
+        return any(f in self.vocabulary for f in _features_of(task))
 
-    def probabilities(self, task: str, allowed: Collection[str] | None = None) -> dict[str, float]:
+    def probabilities(self, task: str | Query, allowed: Collection[str] | None = None) -> dict[str, float]:
         """Return, per tool the past tasks used (and ``allowed`` permits), the probability that
         ``task`` needs it. Unknown words leave the base rates."""
         x = np.zeros(len(self.vocabulary), dtype=np.float64)
-        for f in features(task):
+        for f in _features_of(task):
             column = self.vocabulary.get(f)
             if column is not None:
                 x[column] = 1.0
@@ -205,6 +163,10 @@ class TaskEvidence:
         z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
         p = 1.0 / (1.0 + np.exp(-z))
         return {t: float(p[i]) for i, t in enumerate(self.tools) if allowed is None or t in allowed}
+
+
+def _features_of(task: str | Query) -> Collection[str]:
+    return features(task) if isinstance(task, str) else task.features
 
 
 class _Sparse:
