@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.errors import ConversationError, NotFoundError, TemplateError
+from kindling.mining.model import Lesson
 from kindling.templates.model import Template
 from kindling.templates.store import TemplateStore, open_store
-from kindling.warmup.build import build_conversation, check_style
+from kindling.warmup.build import build_conversation, check_style, lesson_line, lessons_message
 from kindling.warmup.convert import to_anthropic
 from kindling.warmup.inject import inject, validate_conversation
-from kindling.warmup.plan import choose_template, plan_examples, why_template
-from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, fill_budget
-from kindling.warmup.tokens import estimate_conversation_tokens
+from kindling.warmup.lessons import LESSON_SHARE, lessons_cost, rank_lessons, within_share
+from kindling.warmup.plan import Plan, choose_template, plan_examples, why_template
+from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, Selection, fill_budget
+from kindling.warmup.tokens import estimate_conversation_tokens, estimate_message_tokens
 
 __all__ = ["WarmResult", "find_task", "inject_warm", "tool_names", "warm", "warm_conversation"]
 
@@ -26,6 +28,7 @@ class WarmResult:
     ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
     task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
     ``reason`` says how the tools were chosen and ``template_reason`` why this template.
+    ``lessons`` lists the lessons shown (tool, error class, sessions, sessions with a fix).
     """
 
     template: Template
@@ -38,6 +41,7 @@ class WarmResult:
     evidence: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     template_reason: str = ""
+    lessons: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
         """Return ``{"template", "messages", "estimated_tokens", "why", ...}``; ``fmt="anthropic"`` converts."""
@@ -49,6 +53,7 @@ class WarmResult:
             "budget": self.budget,
             "style": self.style,
             "tools": self.tools,
+            "lessons": self.lessons,
             "why": {
                 "template": self.template_reason or "named by the caller",
                 "tools": self.reason,
@@ -90,29 +95,49 @@ def warm_conversation(
     include_system: bool = True,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> WarmResult:
     """Return the warm conversation for ``task`` from ``template`` (pure: no store, no usage count).
 
-    ``tools`` is the agent's tools (None: any): no other tool is shown. The messages pass
-    ``validate_conversation`` and their estimated tokens never exceed ``budget``.
-    Raises ConversationError for an unknown style or a negative budget.
+    ``tools`` is the agent's tools (None: any): no other tool is shown. With ``lessons``, the
+    template's lessons for the tools shown follow the examples (``kindling.warmup.lessons``): at
+    most a quarter of the tokens, and never at the cost of a tool the examples would show without
+    them. The messages pass ``validate_conversation`` and their estimated tokens never exceed
+    ``budget``. Raises ConversationError for an unknown style or a negative budget.
     """
     check_style(style)
     if budget < 0:
         raise ConversationError(f"The token budget must be zero or more, not {budget}.")
     system_prompt = template.system_prompt_addendum if include_system else None
     plan = plan_examples(template, task, max_examples=max_examples, tools=tools)
-    selection = fill_budget(
-        plan.candidates, budget=budget, style=style, max_examples=max_examples, system_prompt=system_prompt
-    )
-    messages = build_conversation(
-        selection.shown,
-        style=style,
-        system_prompt=system_prompt,
-        budget=budget,
-        example_tokens=selection.example_tokens,
-        seed=f"{template.name}:{template.version}",
-    )
+
+    def fill(tokens: int) -> Selection:
+        return fill_budget(
+            plan.candidates,
+            budget=tokens,
+            style=style,
+            max_examples=max_examples,
+            system_prompt=system_prompt,
+        )
+
+    def render(chosen: Selection, lines: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return build_conversation(
+            chosen.shown,
+            style=style,
+            system_prompt=system_prompt,
+            budget=budget,
+            example_tokens=chosen.example_tokens,
+            seed=f"{template.name}:{template.version}",
+            lessons=lines,
+        )
+
+    selection = fill(budget)
+    messages = render(selection)
+    shown_lessons: list[Lesson] = []
+    if lessons and template.lessons and selection.examples:
+        selection, messages, shown_lessons = _with_lessons(
+            template, plan, selection, messages, budget, fill, render
+        )
     shown = list(dict.fromkeys(e.tool_name for e in selection.examples))
     sessions = {s.past_task or s.example.session_id for s in selection.shown}
     past = [p for p in plan.past_tasks if p["session_id"] in sessions]
@@ -126,7 +151,54 @@ def warm_conversation(
         past,
         plan.evidence,
         plan.reason,
+        lessons=[
+            {"tool": x.tool_name, "error_class": x.error_class, "sessions": x.sessions, "fixed": x.fixed}
+            for x in shown_lessons
+        ],
     )
+
+
+def _with_lessons(
+    template: Template,
+    plan: Plan,
+    selection: Selection,
+    messages: list[dict[str, Any]],
+    budget: int,
+    fill: Callable[[int], Selection],
+    render: Callable[[Selection, Sequence[str]], list[dict[str, Any]]],
+) -> tuple[Selection, list[dict[str, Any]], list[Lesson]]:
+    """Return the selection and messages with the lessons that fit, and those lessons.
+
+    The lessons' block takes at most a quarter of the warm-up's tokens; the examples are chosen again
+    in what is left, and the lessons are kept only while those examples still show every tool the
+    warm-up showed without them (the last lesson goes first).
+    """
+    tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
+    ranked = rank_lessons(template.lessons, tools, plan.evidence)
+    if not ranked:
+        return selection, messages, []
+    base = estimate_conversation_tokens(messages)
+    cap = min(int(budget * LESSON_SHARE), base // 3)
+    chosen = list(ranked)
+    lines = within_share(chosen, cap)
+    kept = [lesson for lesson in chosen if lesson_line(lesson) in lines]
+    needed = set(tools)
+    while lines:
+        cost = lessons_cost(lines)
+        again = fill(budget - cost)
+        with_lessons = render(again, lines)
+        total = estimate_conversation_tokens(with_lessons)
+        block = next((m for m in with_lessons if m.get("content") == lessons_message(lines)["content"]), None)
+        if (
+            block is not None
+            and needed <= {e.tool_name for e in again.examples}
+            and total <= budget
+            and estimate_message_tokens(block) <= LESSON_SHARE * total
+        ):
+            return again, with_lessons, kept
+        lines.pop()
+        kept.pop()
+    return selection, messages, []
 
 
 def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Template, str]:
@@ -154,10 +226,12 @@ def warm(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> WarmResult:
     """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
 
-    ``tools`` is the agent's tools (None: any). Records one use of the template unless
+    ``tools`` is the agent's tools (None: any); ``lessons`` adds the template's lessons for the
+    tools shown (``warm_conversation``). Records one use of the template unless
     ``record_use`` is False. Raises NotFoundError when the template (or, for auto, any template)
     is missing, ConversationError for bad options.
     """
@@ -171,6 +245,7 @@ def warm(
         include_system=include_system,
         max_examples=max_examples,
         tools=tools,
+        lessons=lessons,
     )
     result.template_reason = why
     if record_use:
@@ -206,11 +281,12 @@ def inject_warm(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> tuple[list[dict[str, Any]], WarmResult]:
     """Return ``conversation`` with warm messages inserted after its leading system messages.
 
     The task defaults to the conversation's first user message; ``tools`` (the agent's tools)
-    limits what is shown. The input is validated first and the result after, so a broken
+    limits what is shown; ``lessons`` adds the template's lessons (``warm_conversation``). The input is validated first and the result after, so a broken
     conversation is reported rather than passed on. Raises ConversationError, NotFoundError or
     TemplateError.
     """
@@ -225,6 +301,7 @@ def inject_warm(
         max_examples=max_examples,
         record_use=record_use,
         tools=tools,
+        lessons=lessons,
     )
     merged = inject(conversation, result.messages)
     try:
