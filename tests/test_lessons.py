@@ -316,3 +316,45 @@ def test_every_style_and_format_with_lessons_passes_validation(style: str, fmt: 
         calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
         outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
         assert calls == outputs and LESSONS_INTRO in json.dumps(items)
+
+
+# --------------------------------------------------------------------------------------- stats --lessons
+
+
+def _chat_line(session: Session) -> str:
+    messages: list[dict[str, Any]] = []
+    for message in session.messages:
+        item: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            item["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in message.tool_calls
+            ]
+        if message.tool_call_id:
+            item["tool_call_id"] = message.tool_call_id
+        messages.append(item)
+    return json.dumps({"messages": messages})
+
+
+def test_stats_lists_the_lessons_per_tool(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kindling.cli.main import app
+
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("\n".join(_chat_line(retail_session(i, fix=i % 2 == 0)) for i in range(4)) + "\n")
+    result = CliRunner().invoke(app, ["stats", str(runs), "--lessons", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["sessions"] == 4
+    assert list(data["tools"]) == ["find_user_id_by_email", "get_order_details"]
+    email = data["tools"]["find_user_id_by_email"][0]
+    assert (email["error_class"], email["sessions"], email["fixed"]) == ("user not found", 4, 2)
+    assert "example.com" not in result.output  # scrubbed as examples are
+    table = CliRunner().invoke(app, ["stats", str(runs), "--lessons"], env={"COLUMNS": "160"})
+    assert table.exit_code == 0 and "order <id> not found" in table.output
+    assert "find_user_id_by_name_zip" in table.output  # what worked next

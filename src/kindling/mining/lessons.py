@@ -23,12 +23,15 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from kindling.injection import instruction_in
 from kindling.mining.model import Lesson, LessonCall, LessonPair, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
 from kindling.mining.passes import canonical_key, truncate
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
+from kindling.mining.tasktype import opening_request
 from kindling.sessions.model import Session
 
 __all__ = [
@@ -38,6 +41,8 @@ __all__ = [
     "PairedCall",
     "error_class",
     "failure_pairs",
+    "lessons_by_tool",
+    "mine_lessons",
     "paired_calls",
     "warmed_by_kindling",
 ]
@@ -62,26 +67,75 @@ _PLACEHOLDER = re.compile(r"<([a-z][a-z0-9_]*?)_\d+>")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
-_PATH = re.compile(r"(?<![\w<>])(?:~|\.{1,2})?(?:/[\w.@%+~-]+)+/?")
+_PATH = re.compile(r"(?<![\w<>/])(?:~|\.{1,2})?/?[\w.@%+~-]*(?:/[\w.@%+~-]+)+/?")
+# A file name with an extension (README.md, table.csv), not a number (1.5) or an abbreviation.
+_FILE = re.compile(r"(?<![\w.<])[A-Za-z_][\w-]*\.[A-Za-z][A-Za-z0-9]{0,4}\b(?![.(])")
 _QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|`[^`\n]{0,200}`")
 _HEX = re.compile(r"\b(?:0x[0-9a-f]+|[0-9a-f]{12,})\b", re.IGNORECASE)
 # A token with a digit in it: an id (#W123, CUST-884422, a1b2c3), a number (12, 3.5, -1), a date.
 _IDLIKE = re.compile(r"(?<![\w<])[#$]?-?[A-Za-z_-]*\d[\w.:#-]*(?<![.:-])")
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[^\W\d_]{3}")
+
+
+# The fields a JSON result says what went wrong in, in the order they are asked.
+_MESSAGE_FIELDS = ("error", "message", "detail", "reason", "stderr", "output", "content", "result")
+_MESSAGE_FIELD = re.compile(r'"(?:error|message|detail|reason|stderr|output)"\s*:\s*"((?:[^"\\]|\\.){1,400})')
+
+
+def _message(text: str) -> str:
+    """Return what a result says went wrong: the message field of a JSON result, else the text."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return stripped
+    try:
+        data = orjson.loads(stripped)
+    except orjson.JSONDecodeError:
+        # A result cut short: its first message field still says it.
+        found = _MESSAGE_FIELD.search(stripped)
+        if found is None:
+            return stripped
+        try:
+            return str(orjson.loads(f'"{found.group(1)}"'))
+        except orjson.JSONDecodeError:
+            return found.group(1)
+    if not isinstance(data, dict):
+        return stripped
+    for key in _MESSAGE_FIELDS:
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("message") or value.get("error")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return stripped
+
+
+def _message_line(message: str) -> str:
+    """Return the line of ``message`` that names the error: the exception of a traceback (its last
+    line), else the first line with a word in it (a test runner's "F." progress line is none)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("Traceback") and len(lines) > 1:
+        return lines[-1]
+    return next((line for line in lines if _WORD.search(line)), lines[0])
 
 
 def error_class(text: str) -> str:
     """Return the class of a failed call's error text: its first line with its values normalised.
 
+    The text of a JSON result is its message field (``error``, ``message``, ``detail``, ``reason``,
+    ``stderr``, ``output``, ...); a traceback's line is its last (the exception).
+
     Placeholders keep their type (``<user_id_2>`` -> ``<user_id>``); e-mails become ``<email>``,
-    URLs ``<url>``, paths ``<path>``, quoted values ``<value>``, uuids, hex and any token with a
+    URLs ``<url>``, paths and file names ``<path>``, quoted values ``<value>``, uuids, hex and any token with a
     digit (``#W123``, ``CUST-884422``, ``42``) ``<id>``; a leading ``Error:`` label goes, spacing
     is collapsed and case folded; at most 80 characters. "empty result" when there is no text.
 
     "order #W123 not found" and "order #W456 not found" get one class ("order <id> not found");
     "payment method not found" another.
     """
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    line = _message_line(_message(text))
     if not line:
         return "empty result"
     line = _LABEL.sub("", line)
@@ -91,6 +145,7 @@ def error_class(text: str) -> str:
     line = _UUID.sub("<id>", line)
     line = _QUOTED.sub("<value>", line)
     line = _PATH.sub("<path>", line)
+    line = _FILE.sub("<path>", line)
     line = _HEX.sub("<id>", line)
     line = _IDLIKE.sub("<id>", line)
     line = _SPACE.sub(" ", line).strip().casefold()
@@ -350,3 +405,47 @@ class LessonCollector:
             )
         lessons.sort(key=lambda lesson: (-lesson.sessions, lesson.tool_name, lesson.error_class))
         return lessons
+
+
+def mine_lessons(
+    sessions: Iterable[Session],
+    *,
+    config: Any = None,
+    keep_personal_data: bool = False,
+    skip_tools: Collection[str] | None = None,
+) -> list[Lesson]:
+    """Return the lessons of every session in ``sessions`` (``kindling stats --lessons``), most
+    sessions first.
+
+    Calls are judged by ``config``'s outcome rules (default: the effective ``mining.json``); trivial
+    tools (or ``skip_tools``) are left out; pairs are redacted and scrubbed as examples are, unless
+    ``keep_personal_data``. Sessions that were warmed by kindling, or whose request gives the agent
+    instructions, give none. Raises ConfigError on a bad ``mining.json``.
+    """
+    from kindling.mining.config import load_mining_config
+    from kindling.mining.patterns import personal_data_scrubber
+
+    config = config if config is not None else load_mining_config()
+    classify = OutcomeClassifier(config.rules())
+    trivial = frozenset(skip_tools) if skip_tools is not None else config.trivial()
+    patterns = config.secrets()
+    collector = LessonCollector(
+        redact=SecretRedactor(patterns) if patterns else None,
+        scrubber=personal_data_scrubber(config, keep_personal_data=keep_personal_data),
+    )
+    for session in sessions:
+        calls = paired_calls(session, classify, trivial=trivial)
+        if collector.add(session, calls) and instruction_in(opening_request(session)):
+            collector.drop_sessions((session.id,))
+    return collector.lessons()
+
+
+def lessons_by_tool(lessons: Iterable[Lesson]) -> dict[str, list[Lesson]]:
+    """Return ``lessons`` grouped per tool: tools by their sessions with a failure (most first),
+    each tool's lessons most sessions first."""
+    grouped: dict[str, list[Lesson]] = {}
+    for lesson in lessons:
+        grouped.setdefault(lesson.tool_name, []).append(lesson)
+    for items in grouped.values():
+        items.sort(key=lambda lesson: (-lesson.sessions, lesson.error_class))
+    return dict(sorted(grouped.items(), key=lambda kv: (-sum(x.sessions for x in kv[1]), kv[0])))
