@@ -251,8 +251,8 @@ def system_message(addendum: str, budget: int | None) -> dict[str, Any] | None:
     return {"role": "system", "content": text}
 
 
-_LESSON_ARGUMENTS_CHARS = 80
-_FAILED_ARGUMENTS_CHARS = 60  # the failed call's arguments are shown when this short
+_LESSON_ARGUMENTS_CHARS = 60
+_FAILED_ARGUMENTS_CHARS = 40  # the failed call's arguments are shown when this short
 
 
 def _arguments_text(call: LessonCall) -> str:
