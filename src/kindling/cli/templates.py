@@ -61,6 +61,14 @@ FormatOption = Annotated[
 RecordOption = Annotated[
     bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
 ]
+LessonsOption = Annotated[
+    bool,
+    typer.Option(
+        "--lessons/--no-lessons",
+        help="Also show the template's lessons: past failures of the tools shown and what worked next "
+        "(at most a quarter of the tokens).",
+    ),
+]
 ToolsOption = Annotated[
     str | None,
     typer.Option(
@@ -605,6 +613,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         tools: ToolsOption = None,
+        lessons: LessonsOption = True,
         json_output: JsonOption = False,
     ) -> None:
         """Show the warm conversation for a task: the examples that fit it, within the token budget.
@@ -638,6 +647,7 @@ def register(app: typer.Typer) -> None:
             max_examples=max_examples,
             record_use=record,
             tools=_tools(tools),
+            lessons=lessons,
         )
         _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
@@ -666,6 +676,9 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
+        if result.lessons:
+            shown = "; ".join(f"{x['tool']}: {x['error_class']} ({x['sessions']})" for x in result.lessons)
+            console.print(f"Lessons (past sessions): {shown}.", markup=False, highlight=False)
         for past in result.past_tasks:
             label = f" task {past['task_id']}" if past.get("task_id") is not None else ""
             console.print(
@@ -690,6 +703,7 @@ def register(app: typer.Typer) -> None:
         format: FormatOption = "openai",
         max_examples: MaxExamplesOption = 8,
         tools: ToolsOption = None,
+        lessons: LessonsOption = True,
         record: RecordOption = True,
         store: StoreOption = None,
     ) -> None:
@@ -734,6 +748,7 @@ def register(app: typer.Typer) -> None:
             max_examples=max_examples,
             record_use=record,
             tools=allowed,
+            lessons=lessons,
         )
         _warn_problems(opened)
         output: Any
