@@ -266,6 +266,9 @@ def test_the_warm_up_shows_lessons_for_the_tools_it_shows() -> None:
     for lesson in result.lessons:  # a tool shown, or one the task's evidence makes relevant
         assert lesson["tool"] in result.tools or result.evidence[lesson["tool"]] >= MIN_RELEVANCE
     assert result.lessons and result.lessons[0]["sessions"] == 4
+    provenance = result.lessons[0]["provenance"]  # where the pair shown came from, as an example's
+    assert provenance["source"] == "tau-bench" and provenance["session_id"].startswith("s")
+    assert set(provenance) == {"source", "session_id", "tenant", "verified"}
     block = next(m for m in result.messages if str(m.get("content") or "").startswith(LESSONS_INTRO))
     assert "failed with" in block["content"] and "what worked next" in block["content"]
     assert result.messages[-1] == {"role": "assistant", "content": FRAME_END}

@@ -61,6 +61,7 @@ WARM_MARKERS: tuple[str, ...] = (
 _ERROR_CLASS_CHARS = 80
 _RESULT_CHARS = 300  # a pair's results, as stored: the error's text and what the fix returned
 MAX_PAIRS = 2
+_KEPT_CHARS = 4 * _RESULT_CHARS  # of a result, while a build runs: enough to scrub and cut what is stored
 
 _LABEL = re.compile(r"^\s*(?:error|exception|failed|failure)\s*[:!-]\s*", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<([a-z][a-z0-9_]*?)_\d+>")
@@ -236,6 +237,20 @@ def warmed_by_kindling(session: Session) -> bool:
     return False
 
 
+def _light(call: PairedCall | None) -> Any:
+    if call is None or len(call.result) <= _KEPT_CHARS:
+        return call
+    return PairedCall(
+        call.name,
+        call.position,
+        call.arguments,
+        call.raw_arguments,
+        call.result[:_KEPT_CHARS],
+        call.turn,
+        call.status,
+    )
+
+
 @dataclass
 class _Failure:
     session_id: str
@@ -311,7 +326,8 @@ class LessonCollector:
             return 0
         for failed, fix in pairs:
             group = self._groups.setdefault((failed.name, error_class(failed.result)), _Group())
-            group.failures.append(_Failure(session.id, session.source or "", failed, fix))
+            # Only a pair's start is ever stored: memory grows with failures, not with their output.
+            group.failures.append(_Failure(session.id, session.source or "", _light(failed), _light(fix)))
         return len(pairs)
 
     def drop_sessions(self, sessions: Collection[str]) -> None:

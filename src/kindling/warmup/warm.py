@@ -29,7 +29,8 @@ class WarmResult:
     ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
     task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
     ``reason`` says how the tools were chosen and ``template_reason`` why this template.
-    ``lessons`` lists the lessons shown (tool, error class, sessions, sessions with a fix).
+    ``lessons`` lists the lessons shown (tool, error class, sessions, sessions with a fix, and the
+    provenance of the pair shown: source, session, tenant, verified).
     """
 
     template: Template
@@ -153,11 +154,27 @@ def warm_conversation(
         past,
         plan.evidence,
         plan.reason,
-        lessons=[
-            {"tool": x.tool_name, "error_class": x.error_class, "sessions": x.sessions, "fixed": x.fixed}
-            for x in shown_lessons
-        ],
+        lessons=[_shown_lesson(x) for x in shown_lessons],
     )
+
+
+def _shown_lesson(lesson: Lesson) -> dict[str, Any]:
+    """A lesson as a warm-up reports it: its class and counts, and where the pair shown came from."""
+    data: dict[str, Any] = {
+        "tool": lesson.tool_name,
+        "error_class": lesson.error_class,
+        "sessions": lesson.sessions,
+        "fixed": lesson.fixed,
+    }
+    if lesson.pairs:
+        pair = lesson.pairs[0]
+        data["provenance"] = {
+            "source": pair.source,
+            "session_id": pair.session_id,
+            "tenant": pair.tenant,
+            "verified": pair.verified,
+        }
+    return data
 
 
 def _with_lessons(
