@@ -120,3 +120,12 @@ def test_every_door_turns_lessons_off(fake_openai: FakeOpenAI, isolated_homes: P
             )
         sent = json.dumps(fake_openai.chat_requests()[0]["messages"])
         assert "PASSED" in sent and (LESSONS_INTRO in sent) is lessons
+
+
+def test_templates_show_lists_the_lessons() -> None:
+    save_template()
+    shown = CliRunner().invoke(app, ["templates", "show", "parser"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "lessons: 1" in shown.output and "pytest: command not found" in shown.output
+    data = json.loads(CliRunner().invoke(app, ["templates", "show", "parser", "--json"]).output)
+    assert data["lessons"][0]["pairs"][0]["fix"]["arguments"] == {"command": "python -m pytest -q"}

@@ -451,7 +451,8 @@ def register(app: typer.Typer) -> None:
         store: StoreOption = None,
         json_output: JsonOption = False,
     ) -> None:
-        """Show one template: its fields, versions and examples (or, with --provenance, where they came from)."""
+        """Show one template: its fields, versions, examples and lessons (or, with --provenance, where they
+        came from)."""
         opened = _store(store)
         template = opened.get(name, version)
         versions = opened.versions(name)
@@ -497,6 +498,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold]examples[/]: {len(template.examples)}")
         for number, example in enumerate(template.examples, start=1):
             _print_example(number, example)
+        if template.lessons:
+            from kindling.warmup.build import lesson_line
+
+            console.print(f"[bold]lessons[/]: {len(template.lessons)}")
+            for lesson in template.lessons:
+                console.print(lesson_line(lesson), markup=False, highlight=False)
 
     @templates_app.command("delete")
     def delete_command(
