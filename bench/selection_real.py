@@ -505,6 +505,10 @@ def evaluate_lessons(runs: list[Run], k: int, groups_limit: int | None) -> dict[
         seen = {failure for r in train for failure in failures[id(r)]}
         for group in sorted(fold, key=_task_order):
             members = [r for r in by_group[group] if r.query and r.opening]
+            if not members:
+                continue
+            # F1 as the table above has it: the mean over the task's runs, then over tasks.
+            per_task: dict[int, dict[str, list[float]]] = {s: defaultdict(list) for s in SETTINGS}
             for run in members:
                 known = [f for f in failures[id(run)] if f in seen]
                 counts["failures"] += len(failures[id(run)])
@@ -528,7 +532,10 @@ def evaluate_lessons(runs: list[Run], k: int, groups_limit: int | None) -> dict[
                         tools = [tool for tool, _ in shown_examples(result.messages)]
                         scored = score(tools, truth[group], slots)
                         if scored is not None:
-                            out[slots][label].append(scored[2])
+                            per_task[slots][label].append(scored[2])
+            for slots in SETTINGS:
+                for label, values in per_task[slots].items():
+                    out[slots][label].append(statistics.fmean(values))
     return {"results": out, "counts": counts}
 
 
