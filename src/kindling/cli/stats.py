@@ -260,7 +260,8 @@ def register(app: typer.Typer) -> None:
 
         With --lessons, the failed calls are listed per tool instead, grouped by error class (the
         error with its values normalised), with how many sessions met each and the next call that
-        worked in the same turn: what ``kindling build`` keeps as a template's lessons.
+        worked in the same turn, over every session read (``kindling build`` keeps the same as a
+        template's lessons, from the sessions its filters keep).
         """
         from kindling.config import hermes_state_db
         from kindling.mining import mine_sources
