@@ -366,3 +366,31 @@ def test_stats_lists_the_lessons_per_tool(tmp_path: Path) -> None:
     table = CliRunner().invoke(app, ["stats", str(runs), "--lessons"], env={"COLUMNS": "160"})
     assert table.exit_code == 0 and "order <id> not found" in table.output
     assert "find_user_id_by_name_zip" in table.output  # what worked next
+
+
+def test_a_class_keeps_the_most_common_fix_then_another_then_a_failure_without_one() -> None:
+    classify = OutcomeClassifier(load_mining_config().rules())
+
+    def failing(index: int, fix: str | None) -> Session:
+        messages = [
+            Message("user", "look up the order"),
+            call("f1", "get_order_details", order_id=str(index)),
+            result("f1", f"Error: order {index} not found"),
+        ]
+        if fix is not None:
+            messages += [call("f2", fix, query=str(index)), result("f2", '{"found": true}')]
+        return Session(f"c{index}", "x", tuple(messages))
+
+    def pairs(fixes: list[str | None]) -> list[str | None]:
+        collector = LessonCollector()
+        for index, fix in enumerate(fixes):
+            session = failing(index, fix)
+            collector.add(session, paired_calls(session, classify))
+        (lesson,) = collector.lessons()
+        assert lesson.sessions == len(fixes) and lesson.fixed == sum(f is not None for f in fixes)
+        return [pair.fix.tool_name if pair.fix else None for pair in lesson.pairs]
+
+    assert pairs([None, "search_orders", "list_orders", "search_orders"]) == ["search_orders", "list_orders"]
+    assert pairs([None, "search_orders", "search_orders"]) == ["search_orders", "search_orders"]
+    assert pairs([None, "search_orders"]) == ["search_orders", None]
+    assert pairs([None]) == [None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,6 +237,10 @@ def warmed_by_kindling(session: Session) -> bool:
     return False
 
 
+def _fix_name(failure: _Failure) -> str:
+    return failure.fix.name if failure.fix is not None else ""
+
+
 def _light(call: PairedCall | None) -> Any:
     if call is None or len(call.result) <= _KEPT_CHARS:
         return call
@@ -355,33 +359,38 @@ class LessonCollector:
         return pair
 
     def _chosen(self, failures: Sequence[_Failure]) -> list[LessonPair]:
-        # Pairs with a fix first, the most common fix tool first; another fix tool next when there is one.
+        """Return up to ``max_pairs`` pairs of one class, each from its own session, none carrying
+        instructions: the most common fix first, then another fix, then the same fix again, then a
+        failure with no fix."""
         fixes = Counter(f.fix.name for f in failures if f.fix is not None)
         order = sorted(
             range(len(failures)),
-            key=lambda i: (
-                failures[i].fix is None,
-                -fixes[failures[i].fix.name] if failures[i].fix is not None else 0,  # type: ignore[union-attr]
-                i,
-            ),
+            key=lambda i: (-fixes[_fix_name(failures[i])] if failures[i].fix is not None else 1, i),
         )
         chosen: list[LessonPair] = []
-        tools: set[str | None] = set()
-        for repeat in (False, True):
+        tried: set[int] = set()
+
+        def take(wanted: Callable[[_Failure], bool]) -> bool:
             for i in order:
-                if len(chosen) >= self.max_pairs:
-                    return chosen
                 failure = failures[i]
-                fix_tool = failure.fix.name if failure.fix is not None else None
-                if (fix_tool in tools) is not repeat or any(
-                    p.session_id == failure.session_id for p in chosen
-                ):
+                if i in tried or not wanted(failure):
                     continue
+                if any(pair.session_id == failure.session_id for pair in chosen):
+                    continue
+                tried.add(i)
                 pair = self._pair(failure)
-                if _instructs(pair):
-                    continue
-                chosen.append(pair)
-                tools.add(fix_tool)
+                if not _instructs(pair):
+                    chosen.append(pair)
+                    return True
+            return False
+
+        def new_fix(failure: _Failure) -> bool:
+            shown = {pair.fix.tool_name for pair in chosen if pair.fix is not None}
+            return failure.fix is not None and failure.fix.name not in shown
+
+        while len(chosen) < self.max_pairs:
+            if not (take(new_fix) or take(lambda f: f.fix is not None) or take(lambda f: True)):
+                break
         return chosen
 
     def _label(self, raw: str, failure: _Failure) -> str:
