@@ -129,3 +129,42 @@ def test_templates_show_lists_the_lessons() -> None:
     assert "lessons: 1" in shown.output and "pytest: command not found" in shown.output
     data = json.loads(CliRunner().invoke(app, ["templates", "show", "parser", "--json"]).output)
     assert data["lessons"][0]["pairs"][0]["fix"]["arguments"] == {"command": "python -m pytest -q"}
+
+
+def test_lessons_from_the_proxys_record_carry_their_tenant_and_are_verified(
+    fake_openai: FakeOpenAI, isolated_homes: Path
+) -> None:
+    from kindling.templates.store import JsonDirStore
+    from proxy_support import wait_recorded
+    from test_proxy_trust import _client, _converse, _tokens
+
+    db, templates = isolated_homes / "proxy.db", isolated_homes / "templates"
+    tokens = _tokens(db, "alice")
+    with running_proxy(fake_openai.base_url, db, build_every=0) as proxy:
+        client = _client(proxy.base_url, tokens["alice"])
+        _converse(
+            client,
+            fake_openai,
+            "Read the parser and fix it",
+            [
+                ("read_file", {"path": "parser.py"}, "call_a"),
+                ("read_file", {"path": "src/parser.py"}, "call_b"),
+            ],
+            ["Error: File not found: parser.py", "def parse(): ..."],
+        )
+        wait_recorded(proxy.base_url, headers={"x-kindling-token": tokens["alice"]})
+    built = CliRunner().invoke(
+        app, ["build", "mine", str(db), "--tenant", "alice", "--json", "-s", str(templates)]
+    )
+    assert built.exit_code == 0, built.output
+    template = JsonDirStore(templates).get("mine")
+    (lesson,) = template.lessons
+    assert (lesson.tool_name, lesson.error_class, lesson.sessions, lesson.fixed) == (
+        "read_file",
+        "file not found: <path>",
+        1,
+        1,
+    )
+    (pair,) = lesson.pairs
+    assert (pair.tenant, pair.verified, pair.source) == ("alice", True, "proxy")
+    assert pair.fix is not None and pair.fix.arguments == {"path": "src/parser.py"}
