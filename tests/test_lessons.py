@@ -444,3 +444,4 @@ def test_a_build_from_a_hermes_database_keeps_lessons_but_none_from_a_poisoned_s
     assert {pair.session_id for pair in lesson.pairs} == {"clean-1", "clean-2"}
     assert all(pair.fix and pair.fix.arguments["command"].startswith("sudo") for pair in lesson.pairs)
     assert built.as_dict()["template"]["lessons"] == len(built.template.lessons)
+    assert built.as_dict()["mining"]["filtered"]["lessons_prompt_injection"] == 1  # counted, not silent

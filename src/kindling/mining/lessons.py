@@ -317,6 +317,7 @@ class LessonCollector:
         self.max_pairs = max_pairs
         self._groups: dict[tuple[str, str], _Group] = {}
         self._dropped: set[str] = set()
+        self._sessions: set[str] = set()  # the sessions with a failure recorded
         #: Sessions whose failures were left out because a kindling warm-up was in them.
         self.warmed = 0
 
@@ -328,11 +329,22 @@ class LessonCollector:
         if warmed_by_kindling(session):
             self.warmed += 1
             return 0
+        self._sessions.add(session.id)
         for failed, fix in pairs:
             group = self._groups.setdefault((failed.name, error_class(failed.result)), _Group())
             # Only a pair's start is ever stored: memory grows with failures, not with their output.
             group.failures.append(_Failure(session.id, session.source or "", _light(failed), _light(fix)))
         return len(pairs)
+
+    @property
+    def instructed(self) -> int:
+        """How many sessions with a failure were left out for instructions (``drop_sessions``)."""
+        return len(self._dropped & self._sessions)
+
+    def counts(self) -> dict[str, int]:
+        """Return why sessions' failures were left out: ``lessons_warmed_session`` (a kindling
+        warm-up was in it) and ``lessons_prompt_injection`` (its request or calls give instructions)."""
+        return {"lessons_warmed_session": self.warmed, "lessons_prompt_injection": self.instructed}
 
     def drop_sessions(self, sessions: Collection[str]) -> None:
         """Leave out the failures of ``sessions`` (their request or calls give the agent instructions)."""

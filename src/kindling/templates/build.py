@@ -214,7 +214,7 @@ def mine_template_parts(
         result.filtered["prompt_injection_episodes"] += collector.injected
     examples = _cover(result, per_tool, max_examples)
     link_copies(collector.episodes, examples, collector.call_keys)
-    result.lessons = collector.lessons.lessons()
+    _keep_lessons(result, collector)
     return examples, collector.episodes, result
 
 
@@ -256,8 +256,16 @@ def _episodes_of(
     link_copies(collector.episodes, examples, collector.call_keys)
     if collector.injected:
         result.filtered["prompt_injection_episodes"] += collector.injected
-    result.lessons = collector.lessons.lessons()
+    _keep_lessons(result, collector)
     return collector.episodes
+
+
+def _keep_lessons(result: Any, collector: EpisodeCollector) -> None:
+    """Put the collector's lessons in the mining result, and count the sessions whose failures were left out."""
+    result.lessons = collector.lessons.lessons()
+    for reason, count in collector.lessons.counts().items():
+        if count:
+            result.filtered[reason] += count
 
 
 def template_from_sessions(
