@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI, text
 from kindling.cli.main import app
+from kindling.mining.lessons import LESSONS_INTRO
 from kindling.mining.model import Example
 from kindling.sessions import generate_sample_db
 from kindling.templates import build_template
@@ -119,6 +120,8 @@ def test_every_door_warms_the_same_task_and_tools_the_same_way(
     assert warm(None, TASK, store=store, record_use=False, tools=names).template.name == "proxy-acme"
     expected = warm(None, TASK, store=TenantTemplates(store, DEFAULT_TENANT), record_use=False, tools=names)
     assert expected.template.name == "coding" and expected.tools and set(expected.tools) <= set(names)
+    # The warm-up carries lessons too (past failures and what worked next): every door shows the same.
+    assert expected.lessons and LESSONS_INTRO in json.dumps(expected.messages)
 
     cli = CliRunner().invoke(
         app, ["warm", "--task", TASK, "--tools", ",".join(names), "--json", "--no-record"]
@@ -133,6 +136,7 @@ def test_every_door_warms_the_same_task_and_tools_the_same_way(
     assert hermes == expected.messages
     assert proxy == expected.messages
     assert mcp["messages"] == expected.messages
+    assert cli_data["lessons"] == mcp["lessons"] == expected.as_dict()["lessons"]
     # Nothing of the other tenant's reached any door.
     for door in (cli_data["messages"], hermes, proxy, mcp["messages"]):
         assert PRIVATE not in json.dumps(door)

@@ -73,6 +73,14 @@ def proxy_command(
         typer.Option(help="Template store (default: KINDLING_TEMPLATE_STORE or $KINDLING_HOME/templates)."),
     ] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget of a warm-up.")] = None,
+    no_lessons: Annotated[
+        bool,
+        typer.Option(
+            "--no-lessons",
+            help="Warm with examples only: leave out the templates' lessons (past failures of the tools "
+            "shown and what worked next).",
+        ),
+    ] = False,
     max_body_mb: Annotated[
         int | None,
         typer.Option(
@@ -165,6 +173,7 @@ def proxy_command(
         template=template,
         templates=templates,
         budget=budget,
+        lessons=not no_lessons,
         allow_hosts=tuple(allow_host or ()),
         read_timeout=read_timeout,
         build_every=build_every,

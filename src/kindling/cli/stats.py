@@ -11,6 +11,7 @@ from rich.table import Table
 from kindling.cli.common import JsonOption, console, print_json, progress_bar, show_progress
 
 DEFAULT_TOP = 15
+_LESSONS_PER_TOOL = 8  # error classes per tool in the lessons table (--json lists all)
 
 
 def _percent(value: float | None) -> str:
@@ -136,6 +137,63 @@ def _render_success(data: dict[str, Any]) -> None:
     console.print(table)
 
 
+def _lessons(paths: list[str | Path], format: str | None, report: Any, json_output: bool, top: int) -> None:
+    from kindling.mining.lessons import lessons_by_tool, mine_lessons
+    from kindling.sessions import iter_sessions
+
+    # Every source is opened before any is read, so a bad path fails at once.
+    streams = [iter_sessions(path, format, report=report) for path in paths]
+    with progress_bar(show_progress(json_output)) as progress:
+        task = progress.add_task("Reading sessions", total=None) if progress is not None else None
+
+        def sessions() -> Any:
+            for stream in streams:
+                for session in stream:
+                    if progress is not None and task is not None:
+                        progress.advance(task, 1)
+                    yield session
+
+        found = lessons_by_tool(mine_lessons(sessions()))
+    if json_output:
+        print_json(
+            {
+                "sessions": report.sessions,
+                "skipped": dict(sorted(report.skipped.items())),
+                "tools": {tool: [x.model_dump(mode="json") for x in items] for tool, items in found.items()},
+            }
+        )
+        return
+    if not found:
+        console.print(f"No failed call in {report.sessions:,} sessions: no lessons.")
+        return
+    table = Table(
+        title=f"Lessons per tool ({report.sessions:,} sessions read; top {min(top, len(found))} tools)",
+        title_justify="left",
+    )
+    for column in ("tool", "error class", "sessions", "fixed", "what worked next"):
+        table.add_column(column, justify="right" if column in ("sessions", "fixed") else "left")
+    for tool, items in list(found.items())[:top]:
+        for index, lesson in enumerate(items[:_LESSONS_PER_TOOL]):
+            fix = next((p.fix for p in lesson.pairs if p.fix is not None), None)
+            table.add_row(
+                tool if index == 0 else "",
+                lesson.error_class,
+                f"{lesson.sessions:,}",
+                f"{lesson.fixed:,}",
+                fix.tool_name if fix is not None else "-",
+            )
+        if len(items) > _LESSONS_PER_TOOL:
+            more = items[_LESSONS_PER_TOOL:]
+            table.add_row(
+                "",
+                f"({len(more)} more classes; --json lists all)",
+                f"{sum(x.sessions for x in more):,}",
+                "",
+                "",
+            )
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``stats`` command to the root app."""
 
@@ -171,6 +229,14 @@ def register(app: typer.Typer) -> None:
         top: Annotated[
             int, typer.Option("--top", min=1, help="How many tools to show, most-called first.")
         ] = DEFAULT_TOP,
+        lessons: Annotated[
+            bool,
+            typer.Option(
+                "--lessons",
+                help="List the lessons instead: per tool, each kind of failure (error class), in how many "
+                "sessions, and what worked next.",
+            ),
+        ] = False,
         json_output: JsonOption = False,
     ) -> None:
         """Report tool-call failure rates by tool and by session length, and task success where a reward exists.
@@ -189,6 +255,13 @@ def register(app: typer.Typer) -> None:
             kindling stats runs/*.jsonl --by-tool --plot failures.png
 
             kindling stats state.db --json | jq .cohorts.marathon
+
+            kindling stats runs/*.jsonl --lessons
+
+        With --lessons, the failed calls are listed per tool instead, grouped by error class (the
+        error with its values normalised), with how many sessions met each and the next call that
+        worked in the same turn, over every session read (``kindling build`` keeps the same as a
+        template's lessons, from the sessions its filters keep).
         """
         from kindling.config import hermes_state_db
         from kindling.mining import mine_sources
@@ -200,6 +273,9 @@ def register(app: typer.Typer) -> None:
             plot_format(plot)  # a bad extension fails before the sources are read, not after
         report = ReadReport()
         paths: list[str | Path] = list(sources) if sources else [hermes_state_db()]
+        if lessons:
+            _lessons(paths, format, report, json_output, top)
+            return
         with progress_bar(show_progress(json_output)) as progress:
             task = None
             if progress is not None:

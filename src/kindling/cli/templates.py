@@ -52,6 +52,14 @@ FormatOption = Annotated[
 RecordOption = Annotated[
     bool, typer.Option("--record/--no-record", help="Count this as a use of the template.")
 ]
+LessonsOption = Annotated[
+    bool,
+    typer.Option(
+        "--lessons/--no-lessons",
+        help="Also show the template's lessons: past failures of the tools shown and what worked next "
+        "(at most a quarter of the tokens).",
+    ),
+]
 ToolsOption = Annotated[
     str | None,
     typer.Option(
@@ -434,7 +442,8 @@ def register(app: typer.Typer) -> None:
         store: StoreOption = None,
         json_output: JsonOption = False,
     ) -> None:
-        """Show one template: its fields, versions and examples (or, with --provenance, where they came from)."""
+        """Show one template: its fields, versions, examples and lessons (or, with --provenance, where they
+        came from)."""
         opened = _store(store)
         template = opened.get(name, version)
         versions = opened.versions(name)
@@ -480,6 +489,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"[bold]examples[/]: {len(template.examples)}")
         for number, example in enumerate(template.examples, start=1):
             _print_example(number, example)
+        if template.lessons:
+            from kindling.warmup.build import lesson_line
+
+            console.print(f"[bold]lessons[/]: {len(template.lessons)}")
+            for lesson in template.lessons:
+                console.print(lesson_line(lesson), markup=False, highlight=False)
 
     @templates_app.command("delete")
     def delete_command(
@@ -596,6 +611,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         tools: ToolsOption = None,
+        lessons: LessonsOption = True,
         json_output: JsonOption = False,
     ) -> None:
         """Show the warm conversation for a task: the examples that fit it, within the token budget.
@@ -629,6 +645,7 @@ def register(app: typer.Typer) -> None:
             max_examples=max_examples,
             record_use=record,
             tools=_tools(tools),
+            lessons=lessons,
         )
         _warn_problems(opened)  # templates --auto could not consider
         data = result.as_dict(format)
@@ -657,6 +674,9 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
+        if result.lessons:
+            shown = "; ".join(f"{x['tool']}: {x['error_class']} ({x['sessions']})" for x in result.lessons)
+            console.print(f"Lessons (past sessions): {shown}.", markup=False, highlight=False)
         for past in result.past_tasks:
             label = f" task {past['task_id']}" if past.get("task_id") is not None else ""
             console.print(
@@ -681,6 +701,7 @@ def register(app: typer.Typer) -> None:
         format: FormatOption = "openai",
         max_examples: MaxExamplesOption = 8,
         tools: ToolsOption = None,
+        lessons: LessonsOption = True,
         record: RecordOption = True,
         store: StoreOption = None,
     ) -> None:
@@ -725,6 +746,7 @@ def register(app: typer.Typer) -> None:
             max_examples=max_examples,
             record_use=record,
             tools=allowed,
+            lessons=lessons,
         )
         _warn_problems(opened)
         output: Any

@@ -14,7 +14,7 @@ At a step whose calls worked (a CALL case) the answer is judged on:
 
 At a call that failed (a FAILED case) it is judged on ``avoids_failure``: it does not repeat the
 failed call (same tool, same key arguments) and does not match a known failure of the same error
-class. ``good`` is ``right_tool`` for a CALL case and ``avoids_failure`` for a FAILED one: the
+class (``error_class``, the one mining groups lessons by). ``good`` is ``right_tool`` for a CALL case and ``avoids_failure`` for a FAILED one: the
 figure the verdict is drawn from (choosing the tool is what past examples are shown for; the
 other figures say what came with it).
 """
@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import orjson
 
 from kindling.eval.tools import ToolCatalog
+from kindling.mining.lessons import error_class
 from kindling.mining.model import OutcomeStatus
 
 __all__ = [
@@ -54,12 +55,8 @@ CALL_METRICS = ("right_tool", "valid_arguments", "key_arguments", "known_failure
 FAILED_METRICS = ("avoids_failure",)
 
 _PLACEHOLDER = re.compile(r"<([a-z][a-z0-9_]*?)_\d+>")
-_QUOTED = re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"")
-_NUMBERISH = re.compile(r"#?\b[A-Za-z]{0,3}\d[\w.-]*")
-_LABEL = re.compile(r"^\s*(?:error|exception|failed|failure)\s*[:!-]\s*", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_ERROR_CLASS_CHARS = 80
 _MISSING = object()
 
 
@@ -77,25 +74,6 @@ class RecordedCallLike(Protocol):
 
     @property
     def error_class(self) -> str | None: ...
-
-
-def error_class(text: str) -> str:
-    """Return the error class of a failed call's result: its first line with ids, numbers, quoted
-    values and placeholders blanked, lower case, without an ``Error:`` label. "empty result" when
-    there is no text.
-
-    Two failures of one kind ("Error: order #W123 not found", "Error: order #W456 not found") get
-    one class ("order <id> not found").
-    """
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    if not line:
-        return "empty result"
-    line = _LABEL.sub("", line)
-    line = _PLACEHOLDER.sub(r"<\1>", line)
-    line = _QUOTED.sub("<value>", line)
-    line = _NUMBERISH.sub("<id>", line)
-    line = _SPACE.sub(" ", line).strip().lower()
-    return line[:_ERROR_CLASS_CHARS] or "empty result"
 
 
 def _text_shape(text: str) -> str:

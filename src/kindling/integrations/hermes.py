@@ -204,6 +204,7 @@ class SessionWarmer:
                 style=self.settings.style,
                 record_use=False,
                 tools=tools,
+                lessons=self.settings.lessons,
             )
         except NotFoundError:
             if name:

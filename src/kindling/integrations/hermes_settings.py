@@ -10,6 +10,8 @@ config key             environment variable                 meaning (default)
 ``template``           ``KINDLING_HERMES_TEMPLATE``         template name, or ``auto`` (auto)
 ``budget``             ``KINDLING_HERMES_BUDGET``           warm-up token budget (2000)
 ``style``              ``KINDLING_HERMES_STYLE``            ``triples`` or ``closed`` (triples)
+``lessons``            ``KINDLING_HERMES_LESSONS``          show the template's lessons after the
+                                                            examples (on)
 ``tools``              ``KINDLING_HERMES_TOOLS``            register the ``kindling`` toolset (on)
 ``approvals``          ``KINDLING_HERMES_APPROVALS``        ask the daemon before dangerous calls (on)
 ``confirm_url``        ``KINDLING_CONFIRM_URL``             the daemon (http://127.0.0.1:6000, or
@@ -40,6 +42,7 @@ ENV_NAMES: dict[str, str] = {
     "template": "KINDLING_HERMES_TEMPLATE",
     "budget": "KINDLING_HERMES_BUDGET",
     "style": "KINDLING_HERMES_STYLE",
+    "lessons": "KINDLING_HERMES_LESSONS",
     "tools": "KINDLING_HERMES_TOOLS",
     "approvals": "KINDLING_HERMES_APPROVALS",
     "confirm_url": "KINDLING_CONFIRM_URL",
@@ -65,6 +68,7 @@ class PluginSettings:
     template: str = "auto"
     budget: int = DEFAULT_BUDGET
     style: str = "triples"
+    lessons: bool = True
     tools: bool = True
     approvals: bool = True
     confirm_url: str = DEFAULT_URL

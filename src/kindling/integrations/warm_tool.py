@@ -69,6 +69,11 @@ WARM_SESSION_SCHEMA: dict[str, Any] = {
                 "description": "load/inject: the agent's tool names; no other tool is shown (default: any).",
             },
             "budget": {"type": "integer", "description": "load/inject: token budget (default 2000)."},
+            "lessons": {
+                "type": "boolean",
+                "description": "load/inject: also show the template's lessons, past failures of the tools "
+                "shown and what worked next (default true).",
+            },
             "style": {
                 "type": "string",
                 "enum": ["triples", "closed"],
@@ -112,6 +117,15 @@ def _int(args: dict[str, Any], key: str, default: int | None) -> int | None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _BadArgument(f"{key} must be a whole number of 0 or more.")
+    return value
+
+
+def _bool(args: dict[str, Any], key: str, default: bool) -> bool:
+    value = args.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _BadArgument(f"{key} must be true or false.")
     return value
 
 
@@ -214,6 +228,7 @@ def _load(args: dict[str, Any]) -> dict[str, Any]:
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
         tools=_str_list(args, "tools") if args.get("tools") is not None else None,
+        lessons=_bool(args, "lessons", True),
     )
     data = result.as_dict()
     data["preview"] = _preview(result.messages)
@@ -245,6 +260,7 @@ def _inject(args: dict[str, Any]) -> dict[str, Any]:
         budget=_int(args, "budget", 2000) or 0,
         style=_str(args, "style") or "triples",
         tools=_str_list(args, "tools") if args.get("tools") is not None else None,
+        lessons=_bool(args, "lessons", True),
     )
     return {
         "template": result.template.name,

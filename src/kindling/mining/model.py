@@ -67,3 +67,51 @@ class Example(BaseModel):
     last_seen: float | None = None
     tenant: str | None = None
     verified: bool | None = None
+
+
+class LessonCall(BaseModel):
+    """One call of a lesson: the tool, its arguments as the agent sent them, and its result (short)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    result: str = ""
+
+
+class LessonPair(BaseModel):
+    """A failed call and the next call that worked in the same turn (``fix``; None when none did).
+
+    Provenance as an ``Example``'s: ``source`` and ``session_id`` say where it was seen,
+    ``position`` is the failed call's message index, ``tenant`` whose experience it is and
+    ``verified`` whether kindling's proxy relayed the calls from the model itself.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    failed: LessonCall
+    fix: LessonCall | None = None
+    session_id: str = ""
+    source: str = ""
+    position: int = 0
+    tenant: str | None = None
+    verified: bool | None = None
+
+
+class Lesson(BaseModel):
+    """What past sessions learned from one kind of failure: a tool and an error class.
+
+    ``error_class`` is the error text with its values normalised (``kindling.mining.lessons.
+    error_class``); ``sessions`` counts the sessions it happened in, ``fixed`` those in which a
+    later call of the same turn worked. ``pairs`` keeps one or two scrubbed examples, those with a
+    fix first.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool_name: str
+    error_class: str
+    sessions: int = 1
+    fixed: int = 0
+    pairs: list[LessonPair] = Field(default_factory=list)

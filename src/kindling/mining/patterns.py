@@ -20,7 +20,7 @@ import orjson
 from kindling.injection import instruction_in
 from kindling.mining.config import MiningConfig, load_mining_config
 from kindling.mining.hermes_rows import assemble_and_mine
-from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.model import Example, Lesson, OutcomeStatus
 from kindling.mining.passes import MiningPass, PartialMining, canonical_key, mine_rows
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
@@ -54,7 +54,8 @@ class MiningResult:
     giving such instructions to the position of its first such call (among the calls ranked before
     the cap was reached). ``distinct`` is how many
     distinct (tool, arguments) pairs worked before the cap; ``sessions_mined`` how many sessions
-    passed the filters.
+    passed the filters. ``lessons`` are the failed calls with what worked next, grouped by tool
+    and error class, when a template build collected them (``kindling.mining.lessons``).
     """
 
     examples: list[Example]
@@ -63,6 +64,7 @@ class MiningResult:
     sessions_mined: int = 0
     distinct: int = 0
     injected: dict[str, int] = field(default_factory=dict)
+    lessons: list[Lesson] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Return the stats plus the mining counts and the examples, JSON-ready."""

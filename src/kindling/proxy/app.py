@@ -131,6 +131,7 @@ def create_app(
         template=settings.template,
         templates=settings.templates,
         budget=settings.budget,
+        lessons=settings.lessons,
     )
     auth = TenantAuth(
         TenantTokens(proxy_store), token=settings.token, upstream_key=settings.upstream_key is not None

@@ -120,10 +120,12 @@ class Conversations:
         template: str | None = None,
         templates: str | None = None,
         budget: int | None = None,
+        lessons: bool = True,
         cache_size: int = 50_000,
     ) -> None:
         self.recorder = recorder
         self.warm = warm
+        self.lessons = lessons
         self.template = template
         self.templates_target = templates
         self.budget = budget
@@ -482,7 +484,15 @@ class Conversations:
             options["budget"] = self.budget
         try:
             # The one way in every door takes: warm() limits the warm-up to the agent's tools.
-            result = warm(self.template, task, store=store, record_use=False, tools=names, **options)
+            result = warm(
+                self.template,
+                task,
+                store=store,
+                record_use=False,
+                tools=names,
+                lessons=self.lessons,
+                **options,
+            )
         except NotFoundError:
             if self.template:
                 raise  # a named template that is missing is an error worth logging

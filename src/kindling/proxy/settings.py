@@ -51,6 +51,8 @@ class ProxySettings:
     template: str | None = None
     templates: str | None = None
     budget: int | None = None
+    #: Show the templates' lessons (past failures and what worked next) after the examples.
+    lessons: bool = True
     queue_size: int = 10_000
     connect_timeout: float = 10.0
     max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024

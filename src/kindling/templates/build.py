@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kindling.errors import NotFoundError, TemplateError
-from kindling.mining.model import Example
+from kindling.mining.model import Example, Lesson, LessonPair
 from kindling.mining.patterns import DEFAULT_MIN_MESSAGES
 from kindling.sessions.model import ReadReport, Session
 from kindling.templates.episodes import DEFAULT_PER_TOOL, EpisodeCollector, cover_tools, link_copies
@@ -145,9 +145,12 @@ class _Recorded:
             )
             yield session
 
-    def stamp(self, examples: Iterable[Example], episodes: Iterable[Episode]) -> None:
+    def stamp(
+        self, examples: Iterable[Example], episodes: Iterable[Episode], lessons: Iterable[Lesson] = ()
+    ) -> None:
         """Give what was mined from a recorded session its tenant and whether it was verified."""
-        items: list[Example | Episode] = [*examples, *episodes]
+        pairs = [pair for lesson in lessons for pair in lesson.pairs]
+        items: list[Example | Episode | LessonPair] = [*examples, *episodes, *pairs]
         for item in items:
             found = self.provenance.get(item.session_id)
             if found is not None:
@@ -190,7 +193,8 @@ def mine_template_parts(
 ) -> tuple[list[Example], list[Episode], Any]:
     """Return (examples with per-tool coverage, episodes, the mining result) for ``sessions``.
 
-    One pass: mining keeps every distinct call that worked, the episodes are collected beside it,
+    One pass: mining keeps every distinct call that worked, the episodes and the lessons (in the
+    result's ``lessons``) are collected beside it,
     then coverage keeps up to ``per_tool`` examples per tool (and at most ``max_examples``, tools
     taking turns). Pure apart from reading ``mining.json``. Raises ValueError or TypeError for bad
     filters, ConfigError for a bad ``mining.json``.
@@ -210,6 +214,7 @@ def mine_template_parts(
         result.filtered["prompt_injection_episodes"] += collector.injected
     examples = _cover(result, per_tool, max_examples)
     link_copies(collector.episodes, examples, collector.call_keys)
+    _keep_lessons(result, collector)
     return examples, collector.episodes, result
 
 
@@ -251,7 +256,16 @@ def _episodes_of(
     link_copies(collector.episodes, examples, collector.call_keys)
     if collector.injected:
         result.filtered["prompt_injection_episodes"] += collector.injected
+    _keep_lessons(result, collector)
     return collector.episodes
+
+
+def _keep_lessons(result: Any, collector: EpisodeCollector) -> None:
+    """Put the collector's lessons in the mining result, and count the sessions whose failures were left out."""
+    result.lessons = collector.lessons.lessons()
+    for reason, count in collector.lessons.counts().items():
+        if count:
+            result.filtered[reason] += count
 
 
 def template_from_sessions(
@@ -263,10 +277,10 @@ def template_from_sessions(
     Raises TemplateError when nothing can be mined.
     """
     fields = {k: options.pop(k) for k in ("description", "task_type", "tags") if k in options}
-    examples, episodes, _result = mine_template_parts(sessions, per_tool=per_tool, **options)
+    examples, episodes, result = mine_template_parts(sessions, per_tool=per_tool, **options)
     if not examples:
         raise TemplateError(f"No examples to keep for template {name!r}.", template=name)
-    return Template(name=name, examples=examples, episodes=episodes, **fields)
+    return Template(name=name, examples=examples, episodes=episodes, lessons=result.lessons, **fields)
 
 
 def build_template_with_report(
@@ -334,7 +348,7 @@ def build_template_with_report(
                 max_examples=max_examples,
                 **mining_filters,
             )
-            recorded.stamp(examples, episodes)
+            recorded.stamp(examples, episodes, result.lessons)
         else:
             # A big Hermes database is mined in worker processes; the episodes (a request and a
             # list of tool names per session) are collected in a light pass of their own.
@@ -391,6 +405,7 @@ def build_template_with_report(
         tags=list(tags),
         examples=examples,
         episodes=episodes,
+        lessons=result.lessons,
         system_prompt_addendum=system_prompt_addendum,
         source_session_ids=session_ids,
         tenant=owner,

@@ -15,11 +15,12 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from kindling.injection import instruction_in
 from kindling.mining.config import MiningConfig, load_mining_config
+from kindling.mining.lessons import LessonCollector, PairedCall, paired_calls
 from kindling.mining.model import Example, OutcomeStatus
 from kindling.mining.outcome import OutcomeClassifier
 from kindling.mining.passes import canonical_key
@@ -57,6 +58,7 @@ def episode_of(
     redact: SecretRedactor | None = None,
     scrubber: PersonalDataScrubber | None = None,
     call_keys: CallKeys | None = None,
+    calls: Sequence[PairedCall] | None = None,
 ) -> Episode | None:
     """Return ``session`` as an episode: its opening request and its calls that worked, in order.
 
@@ -67,26 +69,20 @@ def episode_of(
     where the request says it). ``call_keys``, when given, receives each step's call key (see
     ``CallKeys``), for ``link_copies``.
     """
-    pending: dict[str, tuple[str, int, Mapping[str, Any], str | None]] = {}
+    if calls is None:
+        calls = paired_calls(session, classify, trivial=trivial)
     keys: list[tuple[int, str, bytes]] = []
     steps: list[EpisodeStep] = []
-    calls: list[dict[str, Any]] = []
-    for position, message in enumerate(session.messages):
-        if message.role == "assistant":
-            for call in message.tool_calls:
-                if call.requestor == "assistant" and call.id not in pending:
-                    pending[call.id] = (call.name, position, call.arguments, call.raw_arguments)
-        elif message.role == "tool" and message.tool_call_id in pending:
-            name, call_position, arguments, raw_arguments = pending.pop(message.tool_call_id)
-            # Every call's values mark what is personal in the request, also a call that failed
-            # ("say 98178 first, then 98186": the wrong zip is still this customer's).
-            calls.append({"arguments": dict(arguments), "result": message.content or ""})
-            if name in trivial:
-                continue
-            if classify.classify(name, message.content, message.error).status is OutcomeStatus.OK:
-                steps.append(EpisodeStep(tool_name=name, position=call_position))
-                if call_keys is not None:
-                    keys.append((call_position, name, _call_key(name, arguments, raw_arguments)))
+    # Every call's values mark what is personal in the request, also a call that failed ("say
+    # 98178 first, then 98186": the wrong zip is still this customer's).
+    context = [{"arguments": dict(call.arguments), "result": call.result} for call in calls]
+    for call in calls:
+        if call.status is OutcomeStatus.OK:
+            steps.append(EpisodeStep(tool_name=call.name, position=call.position))
+            if call_keys is not None:
+                keys.append(
+                    (call.position, call.name, _call_key(call.name, call.arguments, call.raw_arguments))
+                )
     opening = opening_request(session)
     request = _instruction(session) or opening
     if not steps or not request:
@@ -98,7 +94,7 @@ def episode_of(
     if redact is not None:
         opening, request = redact.text(opening), redact.text(request)
     if scrubber is not None:
-        request, opening = scrubber.scrub_texts([request, opening], context=calls)
+        request, opening = scrubber.scrub_texts([request, opening], context=context)
     task_id = session.metadata.get("task_id")
     return Episode(
         session_id=session.id,
@@ -126,7 +122,8 @@ class EpisodeCollector:
     A session counts when it would be mined (long enough, from a matching source, not errored) and
     succeeded where a reward exists (reward above 0). One whose request gives the agent
     instructions (``kindling.injection``) is left out and counted in ``injected``, as are those
-    ``drop_sessions`` removes.
+    ``drop_sessions`` removes. The failures of the same sessions are collected in ``lessons``
+    (also of sessions with no call that worked), and left out with them.
     """
 
     def __init__(
@@ -152,6 +149,8 @@ class EpisodeCollector:
         self.episodes: list[Episode] = []
         self.call_keys: CallKeys = {}
         self.injected = 0  # successful sessions left out: their request or calls give the agent instructions
+        #: The failed calls of the same sessions, with what worked next (``kindling.mining.lessons``).
+        self.lessons = LessonCollector(redact=self.redact, scrubber=self.scrubber)
 
     def __call__(self, session: Session) -> None:
         """Keep ``session`` as an episode when it succeeded and passes the filters."""
@@ -165,6 +164,8 @@ class EpisodeCollector:
             return
         if self.skip_zero_reward and session.reward is not None and session.reward <= 0:
             return
+        calls = paired_calls(session, self.classify, trivial=self.trivial)
+        failures = self.lessons.add(session, calls)
         episode = episode_of(
             session,
             self.classify,
@@ -172,11 +173,15 @@ class EpisodeCollector:
             redact=self.redact,
             scrubber=self.scrubber,
             call_keys=self.call_keys,
+            calls=calls,
         )
         if episode is None:
+            if failures and instruction_in(_instruction(session) or opening_request(session)):
+                self.lessons.drop_sessions((session.id,))
             return
         if instruction_in(episode.request) or instruction_in(episode.opening):
             self.injected += 1  # a request that gives the agent instructions is no past task to show
+            self.lessons.drop_sessions((session.id,))
             return
         self.episodes.append(episode)
 
@@ -185,6 +190,7 @@ class EpisodeCollector:
         text: ``MiningResult.injected``); return how many were left out, also counted in ``injected``."""
         if not sessions:
             return 0
+        self.lessons.drop_sessions(sessions)
         kept = [episode for episode in self.episodes if episode.session_id not in sessions]
         dropped = len(self.episodes) - len(kept)
         self.episodes = kept

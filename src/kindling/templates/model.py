@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from kindling.errors import InvalidNameError, TemplateError
-from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.model import Example, Lesson, OutcomeStatus
 
 __all__ = [
     "LEGACY_FORMATS",
@@ -42,6 +42,7 @@ __all__ = [
     "EpisodeStep",
     "Example",
     "LegacyFormat",
+    "Lesson",
     "Template",
     "check_task_type",
     "content_key",
@@ -219,6 +220,8 @@ class Template(BaseModel):
     is whose experience it holds (None: a source without tenants, which the default tenant warms
     from); ``shared`` is set by an admin (``kindling templates share``) to let every tenant warm
     from it. A rebuild that changes what it holds is not shared until an admin shares it again.
+    ``lessons`` are the past failures and what worked next (``kindling.mining.lessons``); a
+    template saved before they existed loads with none.
     """
 
     model_config = ConfigDict(extra="ignore", validate_assignment=False)
@@ -230,6 +233,7 @@ class Template(BaseModel):
     tags: list[str] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
     episodes: list[Episode] = Field(default_factory=list)
+    lessons: list[Lesson] = Field(default_factory=list)
     system_prompt_addendum: str = ""
     source_session_ids: list[str] = Field(default_factory=list)
     created_at: str = Field(default_factory=utc_now)
@@ -280,6 +284,7 @@ class Template(BaseModel):
             "tags": list(self.tags),
             "examples": len(self.examples),
             "episodes": len(self.episodes),
+            "lessons": len(self.lessons),
             "tools": sorted({e.tool_name for e in self.examples}),
             "version": self.version,
             "usage_count": self.usage_count,

@@ -12,6 +12,10 @@ Two styles:
 - ``closed``: the same plus a one-line assistant reply after each request's last result, for chat
   templates that demand an assistant turn after a tool result before the next user turn.
 
+After the examples, an optional lessons block (a user message, framed as past experience like the
+examples) lists failures of the shown tools in past sessions and what worked next
+(``lesson_line``); the closing note follows it.
+
 An optional leading system message carries the template's addendum. Tool-call ids are unique,
 at most 40 characters, and use only ``[A-Za-z0-9_-]`` (the strictest providers' rule). Examples are
 whole: a long result is shortened to the example's share of the budget but never below a readable
@@ -31,19 +35,23 @@ from typing import Any, Literal
 import orjson
 
 from kindling.errors import ConversationError
-from kindling.mining.model import Example, OutcomeStatus
+from kindling.mining.lessons import LESSONS_INTRO
+from kindling.mining.model import Example, Lesson, LessonCall, OutcomeStatus
 from kindling.mining.tasktype import request_text
 from kindling.warmup.tokens import estimate_message_tokens, estimate_tokens
 
 __all__ = [
     "FRAME_END",
     "FRAME_INTRO",
+    "LESSONS_INTRO",
     "READABLE_RESULT_TOKENS",
     "REQUEST_TOKENS",
     "STYLES",
     "Shown",
     "Style",
     "build_conversation",
+    "lesson_line",
+    "lessons_message",
     "render_example",
     "tool_call_id",
     "truncate_to_tokens",
@@ -243,10 +251,57 @@ def system_message(addendum: str, budget: int | None) -> dict[str, Any] | None:
     return {"role": "system", "content": text}
 
 
+_LESSON_ARGUMENTS_CHARS = 60
+_FAILED_ARGUMENTS_CHARS = 40  # the failed call's arguments are shown when this short
+
+
+def _arguments_text(call: LessonCall) -> str:
+    arguments: Any = dict(call.arguments) or ({"input": call.raw_arguments} if call.raw_arguments else {})
+    try:
+        text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except TypeError:
+        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return text
+
+
+def lesson_line(lesson: Lesson) -> str:
+    """Return one lesson as the warm-up shows it: the tool, the error, how often, what worked next.
+
+    "- get_order_details failed with "order <id> not found" in 14 past sessions; what worked next:
+    get_order_details {...}." The failed call's arguments are shown when short, the fix's cut to
+    80 characters. A class with no fix says that nothing worked before the user spoke again.
+    """
+    sessions = f"{lesson.sessions} past session{'s' if lesson.sessions != 1 else ''}"
+    pair = lesson.pairs[0] if lesson.pairs else None
+    failed = lesson.tool_name
+    if pair is not None:
+        arguments = _arguments_text(pair.failed)
+        if len(arguments) <= _FAILED_ARGUMENTS_CHARS:
+            failed = f"{failed} {arguments}"
+    head = f'- {failed} failed with "{lesson.error_class}" in {sessions}'
+    if pair is None or pair.fix is None:
+        return f"{head}; nothing else worked before the user spoke again."
+    fix = _arguments_text(pair.fix)
+    if len(fix) > _LESSON_ARGUMENTS_CHARS:
+        fix = fix[: _LESSON_ARGUMENTS_CHARS - 1] + "…"
+    return f"{head}; what worked next: {pair.fix.tool_name} {fix}."
+
+
+def lessons_message(lines: Sequence[str]) -> dict[str, Any]:
+    """Return the user message of the lessons block for ``lines`` (``lesson_line``)."""
+    return {"role": "user", "content": "\n".join((LESSONS_INTRO, *lines))}
+
+
 def render_block(
-    items: Sequence[Shown], *, style: Style = "triples", result_tokens: int | None = None, seed: str = ""
+    items: Sequence[Shown],
+    *,
+    style: Style = "triples",
+    result_tokens: int | None = None,
+    seed: str = "",
+    lessons: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Return the framed messages for ``items``: grouped by request, closed by the end note."""
+    """Return the framed messages for ``items``: grouped by request, then the lessons block (when
+    ``lessons`` has lines), closed by the end note. No examples, no block."""
     if not items:
         return []
     salt = _salt([item.example for item in items], seed)
@@ -262,6 +317,8 @@ def render_block(
             index += 1
         if style == "closed":
             messages.append({"role": "assistant", "content": _closing_line(examples[-1])})
+    if lessons:
+        messages.append(lessons_message(lessons))
     if messages[-1]["role"] == "assistant":
         messages[-1]["content"] = f"{messages[-1]['content']} {FRAME_END}"
     else:
@@ -277,20 +334,28 @@ def build_conversation(
     budget: int | None = None,
     example_tokens: int | None = None,
     seed: str = "",
+    lessons: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Return the warm conversation for ``examples``, in order, as framed OpenAI-format messages.
 
     Items are examples (shown under their own request) or ``Shown`` pairs. ``example_tokens`` caps
-    each result (never below the readable minimum). With ``budget``, examples are dropped from the
-    end until the estimated total fits, so it never exceeds the budget.
+    each result (never below the readable minimum). ``lessons`` are lesson lines (``lesson_line``)
+    shown after the examples. With ``budget``, lessons and then examples are dropped from the end
+    until the estimated total fits, so it never exceeds the budget.
     Raises ConversationError for an unknown style.
     """
     chosen_style = check_style(style)
     items = [item if isinstance(item, Shown) else Shown(item) for item in examples]
+    lines = list(lessons)
     system = system_message(system_prompt or "", budget)
     head = [system] if system is not None else []
     while True:
-        messages = head + render_block(items, style=chosen_style, result_tokens=example_tokens, seed=seed)
+        messages = head + render_block(
+            items, style=chosen_style, result_tokens=example_tokens, seed=seed, lessons=lines
+        )
         if budget is None or not items or sum(estimate_message_tokens(m) for m in messages) <= budget:
             return messages
-        items = items[:-1]
+        if lines:
+            lines.pop()
+        else:
+            items = items[:-1]

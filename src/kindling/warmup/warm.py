@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kindling.errors import ConversationError, NotFoundError, TemplateError
+from kindling.mining.model import Lesson
 from kindling.templates.model import Template
 from kindling.templates.store import TemplateStore, open_store
-from kindling.warmup.build import build_conversation, check_style
+from kindling.warmup.build import build_conversation, check_style, lesson_line, lessons_message
 from kindling.warmup.convert import to_anthropic
 from kindling.warmup.inject import inject, validate_conversation
-from kindling.warmup.plan import choose_template, plan_examples, why_template
+from kindling.warmup.lessons import LESSON_SHARE, lessons_cost, rank_lessons, within_share
+from kindling.warmup.plan import Plan, choose_template, plan_examples, why_template
 from kindling.warmup.query import Query, as_query
-from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, fill_budget
-from kindling.warmup.tokens import estimate_conversation_tokens
+from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, Selection, fill_budget
+from kindling.warmup.tokens import estimate_conversation_tokens, estimate_message_tokens
 
 __all__ = ["WarmResult", "find_task", "inject_warm", "tool_names", "warm", "warm_conversation"]
 
@@ -27,6 +29,8 @@ class WarmResult:
     ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
     task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
     ``reason`` says how the tools were chosen and ``template_reason`` why this template.
+    ``lessons`` lists the lessons shown (tool, error class, sessions, sessions with a fix, and the
+    provenance of the pair shown: source, session, tenant, verified).
     """
 
     template: Template
@@ -39,6 +43,7 @@ class WarmResult:
     evidence: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     template_reason: str = ""
+    lessons: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
         """Return ``{"template", "messages", "estimated_tokens", "why", ...}``; ``fmt="anthropic"`` converts."""
@@ -50,6 +55,7 @@ class WarmResult:
             "budget": self.budget,
             "style": self.style,
             "tools": self.tools,
+            "lessons": self.lessons,
             "why": {
                 "template": self.template_reason or "named by the caller",
                 "tools": self.reason,
@@ -91,12 +97,15 @@ def warm_conversation(
     include_system: bool = True,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> WarmResult:
     """Return the warm conversation for ``task`` from ``template`` (pure: no store, no usage count).
 
-    ``tools`` is the agent's tools (None: any): no other tool is shown. The messages pass
-    ``validate_conversation`` and their estimated tokens never exceed ``budget``.
-    ``task`` is the text or, parsed once for the whole warm-up, a ``Query``.
+    ``tools`` is the agent's tools (None: any): no other tool is shown. With ``lessons``, the
+    template's lessons for the tools shown follow the examples (``kindling.warmup.lessons``): at
+    most a quarter of the tokens, and never at the cost of a tool the examples would show without
+    them. The messages pass ``validate_conversation`` and their estimated tokens never exceed
+    ``budget``. ``task`` is the text or, parsed once for the whole warm-up, a ``Query``.
     Raises ConversationError for an unknown style or a negative budget.
     """
     check_style(style)
@@ -104,17 +113,34 @@ def warm_conversation(
         raise ConversationError(f"The token budget must be zero or more, not {budget}.")
     system_prompt = template.system_prompt_addendum if include_system else None
     plan = plan_examples(template, task, max_examples=max_examples, tools=tools)
-    selection = fill_budget(
-        plan.candidates, budget=budget, style=style, max_examples=max_examples, system_prompt=system_prompt
-    )
-    messages = build_conversation(
-        selection.shown,
-        style=style,
-        system_prompt=system_prompt,
-        budget=budget,
-        example_tokens=selection.example_tokens,
-        seed=f"{template.name}:{template.version}",
-    )
+
+    def fill(tokens: int) -> Selection:
+        return fill_budget(
+            plan.candidates,
+            budget=tokens,
+            style=style,
+            max_examples=max_examples,
+            system_prompt=system_prompt,
+        )
+
+    def render(chosen: Selection, lines: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return build_conversation(
+            chosen.shown,
+            style=style,
+            system_prompt=system_prompt,
+            budget=budget,
+            example_tokens=chosen.example_tokens,
+            seed=f"{template.name}:{template.version}",
+            lessons=lines,
+        )
+
+    selection = fill(budget)
+    messages = render(selection)
+    shown_lessons: list[Lesson] = []
+    if lessons and template.lessons and selection.examples:
+        selection, messages, shown_lessons = _with_lessons(
+            template, plan, selection, messages, budget, fill, render
+        )
     shown = list(dict.fromkeys(e.tool_name for e in selection.examples))
     sessions = {s.past_task or s.example.session_id for s in selection.shown}
     past = [p for p in plan.past_tasks if p["session_id"] in sessions]
@@ -128,7 +154,70 @@ def warm_conversation(
         past,
         plan.evidence,
         plan.reason,
+        lessons=[_shown_lesson(x) for x in shown_lessons],
     )
+
+
+def _shown_lesson(lesson: Lesson) -> dict[str, Any]:
+    """A lesson as a warm-up reports it: its class and counts, and where the pair shown came from."""
+    data: dict[str, Any] = {
+        "tool": lesson.tool_name,
+        "error_class": lesson.error_class,
+        "sessions": lesson.sessions,
+        "fixed": lesson.fixed,
+    }
+    if lesson.pairs:
+        pair = lesson.pairs[0]
+        data["provenance"] = {
+            "source": pair.source,
+            "session_id": pair.session_id,
+            "tenant": pair.tenant,
+            "verified": pair.verified,
+        }
+    return data
+
+
+def _with_lessons(
+    template: Template,
+    plan: Plan,
+    selection: Selection,
+    messages: list[dict[str, Any]],
+    budget: int,
+    fill: Callable[[int], Selection],
+    render: Callable[[Selection, Sequence[str]], list[dict[str, Any]]],
+) -> tuple[Selection, list[dict[str, Any]], list[Lesson]]:
+    """Return the selection and messages with the lessons that fit, and those lessons.
+
+    The lessons' block takes at most a quarter of the warm-up's tokens; the examples are chosen again
+    in what is left, and the lessons are kept only while those examples still show every tool the
+    warm-up showed without them (the last lesson goes first).
+    """
+    tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
+    ranked = rank_lessons(template.lessons, tools, plan.evidence)
+    if not ranked:
+        return selection, messages, []
+    base = estimate_conversation_tokens(messages)
+    cap = min(int(budget * LESSON_SHARE), base // 3)
+    chosen = list(ranked)
+    lines = within_share(chosen, cap)
+    kept = [lesson for lesson in chosen if lesson_line(lesson) in lines]
+    needed = set(tools)
+    while lines:
+        cost = lessons_cost(lines)
+        again = fill(budget - cost)
+        with_lessons = render(again, lines)
+        total = estimate_conversation_tokens(with_lessons)
+        block = next((m for m in with_lessons if m.get("content") == lessons_message(lines)["content"]), None)
+        if (
+            block is not None
+            and needed <= {e.tool_name for e in again.examples}
+            and total <= budget
+            and estimate_message_tokens(block) <= LESSON_SHARE * total
+        ):
+            return again, with_lessons, kept
+        lines.pop()
+        kept.pop()
+    return selection, messages, []
 
 
 def _resolve(
@@ -159,12 +248,14 @@ def warm(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> WarmResult:
     """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
 
     The one way in: the CLI, the Hermes plugin, the proxy and the MCP tool all warm through here.
     ``tools`` is the agent's tools (None: any): no other tool is shown, and without a name only
-    templates with an example of one of them are considered. Records one use of the template unless
+    templates with an example of one of them are considered; ``lessons`` adds the template's
+    lessons for the tools shown (``warm_conversation``). Records one use of the template unless
     ``record_use`` is False. Raises NotFoundError when the template (or, for auto, any template)
     is missing, ConversationError for bad options.
     """
@@ -179,6 +270,7 @@ def warm(
         include_system=include_system,
         max_examples=max_examples,
         tools=tools,
+        lessons=lessons,
     )
     result.template_reason = why
     if record_use:
@@ -214,11 +306,12 @@ def inject_warm(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     record_use: bool = True,
     tools: Collection[str] | None = None,
+    lessons: bool = True,
 ) -> tuple[list[dict[str, Any]], WarmResult]:
     """Return ``conversation`` with warm messages inserted after its leading system messages.
 
     The task defaults to the conversation's first user message; ``tools`` (the agent's tools)
-    limits what is shown. The input is validated first and the result after, so a broken
+    limits what is shown; ``lessons`` adds the template's lessons (``warm_conversation``). The input is validated first and the result after, so a broken
     conversation is reported rather than passed on. Raises ConversationError, NotFoundError or
     TemplateError.
     """
@@ -233,6 +326,7 @@ def inject_warm(
         max_examples=max_examples,
         record_use=record_use,
         tools=tools,
+        lessons=lessons,
     )
     merged = inject(conversation, result.messages)
     try:
