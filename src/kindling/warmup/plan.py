@@ -13,10 +13,12 @@ type and tags, then least use, then the name only break ties.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from kindling.mining.model import OutcomeStatus
 from kindling.templates.model import EpisodeStep, Template
@@ -27,6 +29,9 @@ from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_example
 __all__ = ["Plan", "choose_template", "evidence_for", "plan_examples", "template_fit", "why_template"]
 
 SIMILAR_LIMIT = 20
+# Below this similarity no past task is taken to say anything about the new task: its examples
+# are the general list's, and the warm-up says so. TF-IDF cosine: 0.15 is a word or two in common.
+SIMILARITY_FLOOR = 0.15
 _FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
 _REQUEST_PREVIEW = 160
 
@@ -234,6 +239,51 @@ def plan_examples(
                 break
             if index not in taken:
                 take(index, source)
+    # Never worse than one fixed list: the task-matched choice gives way to the list that served all
+    # past tasks best (``general_list``) when there is no task, when no past task is similar enough,
+    # or when the gain the word models claim for it is below what their record on the past tasks
+    # themselves warrants (``TaskEvidence.trust``): weak evidence leaves the general list.
+    general = evidence.general_list(max_examples, {t: len(by_tool[t]) for t in probabilities})
+    best = by_similarity[0].similarity if by_similarity else 0.0
+    matched = [examples[i].tool_name for i in taken]
+    if not task.strip():
+        fallback = "no task given: the examples are chosen without one, the list that served"
+    elif best < SIMILARITY_FLOOR:
+        fallback = (
+            f"no past task is similar enough (best similarity {best:.2f}, below {SIMILARITY_FLOOR:.2f}): "
+            "general examples, the list that served"
+        )
+    elif general and sorted(general) != sorted(matched):
+        available = {t: len(by_tool[t]) for t in probabilities}
+        lists = evidence.counts([matched, general])
+        claimed = float(np.subtract(*evidence.expected_f1(lists, probabilities, max_examples)))
+        threshold = evidence.trust(max_examples, available)
+        fallback = (
+            f"{len(similar)} past tasks resemble this one (best similarity {best:.2f}), but what the task says "
+            f"gains too little over the list that served"
+            if not claimed > threshold
+            else ""
+        )
+    else:
+        fallback = ""
+    if fallback and general:
+        taken.clear()
+        used_from.clear()
+        drawn_from.clear()
+        sources = by_similarity if best >= SIMILARITY_FLOOR else []
+        wanted = Counter(general)
+        for tool in dict.fromkeys(general):
+            found: list[tuple[int, Similar | None]] = [
+                (i, s) for s in sources for name, i in calls[s.index] if name == tool
+            ]
+            found.extend((i, None) for i in sorted(by_tool[tool], key=lambda i: -examples[i].count))
+            for index, source in found:
+                if wanted[tool] <= 0:
+                    break
+                if index not in taken:
+                    take(index, source)
+                    wanted[tool] -= 1
+        chosen = list(dict.fromkeys(general))
     # An example is shown under the request of the past task it was drawn from: the same call, when
     # another session's example shows it (its arguments are the same; its result is that session's).
     candidates = []
@@ -251,7 +301,9 @@ def plan_examples(
         }
         for s in sorted(used_from.values(), key=lambda s: (-s.similarity, s.index))
     ]
-    if similar:
+    if fallback and general:
+        reason = f"{fallback} the {len(episodes)} past tasks best"
+    elif similar:
         reason = (
             f"{len(similar)} past tasks resemble this one (best similarity {similar[0].similarity:.2f}); "
             f"tools shown where the evidence from all {len(episodes)} past tasks makes them worth it"
