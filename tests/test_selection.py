@@ -526,3 +526,35 @@ def test_further_examples_spill_to_the_next_surest_tool_when_the_surest_has_no_m
     plan = plan_examples(template, "refund my kettle", max_examples=6)
     shown = Counter(c.example.tool_name for c in plan.candidates)
     assert (shown["lookup_customer"], shown["issue_refund"]) == (1, 4)
+
+
+def test_a_warm_up_parses_its_task_once_however_many_templates_it_weighs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kindling.warmup import query as query_module
+    from kindling.warmup.query import Query
+
+    monkeypatch.setenv("KINDLING_HOME", str(tmp_path))
+    store = JsonDirStore(tmp_path / "templates")
+    for number in range(5):
+        store.save(shop_template(repeat=1, name=f"shop{number}"))
+    scrubbed: list[str] = []
+    real = query_module.as_past_tasks_are_known
+
+    def counting(task: str) -> str:
+        scrubbed.append(task)
+        return real(task)
+
+    monkeypatch.setattr(query_module, "as_past_tasks_are_known", counting)
+    task = "Hi, my email is mia.garcia@example.com and I want a refund for my kettle"
+    result = warm(None, task, store=store, record_use=False)
+    assert scrubbed == [task]  # not once per template, once more for the reason and once for the plan
+    # The parts the warm-up reads: the scrubbed text, its words and features, the task type.
+    query = Query.parse(task)
+    assert "mia.garcia@example.com" not in query.scrubbed and "email:given" in query.features
+    assert set(query.words) == query.features and "refund" in query.words
+    # A parsed query gives what its text gives, at every step.
+    template = store.get(result.template.name)
+    assert warm_conversation(template, query).messages == warm_conversation(template, task).messages
+    assert choose_template(store.list(), query) is not None
+    assert choose_template(store.list(), query).name == choose_template(store.list(), task).name

@@ -102,6 +102,14 @@ def _pick_name(name: str | None, auto: bool) -> str | None:
     return name or None
 
 
+def _warm_store(store: TemplateStore, name: str | None) -> TemplateStore:
+    """Where a warm-up looks: a named template anywhere in ``store``; without a name, only the
+    default tenant's own and shared templates (never another tenant's, which the proxy builds)."""
+    from kindling.templates.store import DEFAULT_TENANT, TenantTemplates
+
+    return store if name else TenantTemplates(store, DEFAULT_TENANT)
+
+
 def _print_messages(messages: list[dict[str, Any]], *, system: str = "") -> None:
     if system:
         console.print("[bold magenta]system[/]")
@@ -601,7 +609,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show the warm conversation for a task: the examples that fit it, within the token budget.
 
-        Without NAME the template is chosen automatically (same as --auto).
+        Without NAME the template is chosen automatically (same as --auto) from the default
+        tenant's own and shared templates.
 
         Examples:
 
@@ -617,9 +626,10 @@ def register(app: typer.Typer) -> None:
         if prefill_file is not None and format != "openai":
             raise ConversationError("--prefill-file writes OpenAI-format messages (Hermes's); drop --format.")
 
-        opened = _store(store)
+        chosen = _pick_name(name, auto)
+        opened = _warm_store(_store(store), chosen)
         result = warm(
-            _pick_name(name, auto),
+            chosen,
             task,
             store=opened,
             budget=budget,
@@ -712,10 +722,11 @@ def register(app: typer.Typer) -> None:
         allowed = _tools(tools)
         if allowed is None and isinstance(data, dict) and data.get("tools") is not None:
             allowed = tool_names(data["tools"])
-        opened = _store(store)
+        chosen = _pick_name(name, auto)
+        opened = _warm_store(_store(store), chosen)
         merged, _result = inject_warm(
             messages,
-            _pick_name(name, auto),
+            chosen,
             task=task,
             store=opened,
             budget=budget,

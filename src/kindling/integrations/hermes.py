@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kindling.errors import KindlingError
+from kindling.errors import KindlingError, NotFoundError
 from kindling.integrations.hermes_approval import ApprovalGate
 from kindling.integrations.hermes_settings import PluginSettings
 
@@ -184,41 +184,35 @@ class SessionWarmer:
     def warm_messages(self, task: str, tools: set[str] | None) -> list[dict[str, Any]]:
         """Return the warm messages for ``task``, showing only calls of ``tools`` (None: any tool).
 
-        Raises NotFoundError when there is no template, KindlingError for other problems.
+        Through ``warm()``, as every other way in: without a template named in the settings, the
+        best of the default tenant's own and shared templates. Empty when no example fits.
+        Raises NotFoundError when the named template is missing, KindlingError for other problems.
         """
-        from kindling.templates.store import open_store
-        from kindling.warmup.plan import choose_template
-        from kindling.warmup.warm import warm_conversation
+        from kindling.templates.store import DEFAULT_TENANT, TenantTemplates, open_store
+        from kindling.warmup.warm import warm
 
         if not task.strip():
             return []
         store = open_store()
-        name = self.settings.template
-        if name and name != "auto":
-            template = store.get(name)
-        else:
-            candidates = [_limited(t, tools) for t in store.list()]
-            chosen = choose_template([t for t in candidates if t.examples], task)
-            if chosen is None:
-                return []
-            template = chosen
-        template = _limited(template, tools)
-        if not template.examples:
+        name = self.settings.template if self.settings.template not in ("", "auto") else None
+        try:
+            result = warm(
+                name,
+                task,
+                store=store if name else TenantTemplates(store, DEFAULT_TENANT),
+                budget=self.settings.budget,
+                style=self.settings.style,
+                record_use=False,
+                tools=tools,
+            )
+        except NotFoundError:
+            if name:
+                raise
+            return []  # no template (with an example of these tools) yet: nothing to warm with
+        if not result.tools:
             return []
-        result = warm_conversation(template, task, budget=self.settings.budget, style=self.settings.style)
-        if result.messages:
-            store.record_use(template.name)
+        store.record_use(result.template.name)
         return result.messages
-
-
-def _limited(template: Any, tools: set[str] | None) -> Any:
-    """Return ``template`` with only the examples of ``tools`` (unchanged when ``tools`` is None)."""
-    if tools is None:
-        return template
-    kept = [e for e in template.examples if e.tool_name in tools]
-    if len(kept) == len(template.examples):
-        return template
-    return template.model_copy(update={"examples": kept})
 
 
 def _tool_names(tools: Any) -> set[str] | None:

@@ -21,9 +21,7 @@ branch, a new session that names the one it left, so nothing recorded is overwri
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
-import inspect
 import logging
 import re
 import threading
@@ -134,8 +132,6 @@ class Conversations:
         self._views: dict[str, Any] = {}
         # Templates are re-read at most every TEMPLATES_TTL seconds, and the examples limited to a
         # request's tools kept per tool set, so a first request pays selection only, not file reads.
-        self._limited: dict[tuple[str, frozenset[str]], list[Any]] = {}
-        self._limited_from: Any = None
         self._lock = threading.Lock()
         # What /kindling/status reports: conversations seen, requests that continued one, warm-ups.
         self.counts = {
@@ -469,28 +465,10 @@ class Conversations:
                 view = self._views[tenant] = TenantTemplates(self._template_store, tenant)
             return view
 
-    def _limited_templates(self, names: list[str], store: Any) -> list[Any]:
-        """The templates, each with only the examples of tools in ``names`` (kept while the list is)."""
-        templates = [store.get(self.template)] if self.template else store.list()
-        key = (store.tenant, frozenset(names))
-        with self._lock:
-            if self._limited_from is not templates:
-                self._limited, self._limited_from = {}, templates
-            found = self._limited.get(key)
-        if found is None:
-            limited = [
-                t.model_copy(update={"examples": [e for e in t.examples if e.tool_name in key[1]]})
-                for t in templates
-            ]
-            found = [t for t in limited if t.examples]
-            with self._lock:
-                self._limited[key] = found
-        return found
-
     def _warm_block(
         self, messages: Sequence[Any], names: list[str], api: str = CHAT, *, store: Any
     ) -> WarmChoice:
-        from kindling.warmup import choose_template, warm, warm_conversation
+        from kindling.warmup import warm
         from kindling.warmup.convert import anthropic_prefix, to_responses_items
         from kindling.warmup.warm import find_task
 
@@ -498,24 +476,14 @@ class Conversations:
         options: dict[str, Any] = {}
         if self.budget is not None:
             options["budget"] = self.budget
-        if _warm_limits_tools():
-            # warm() limits the warm-up to the agent's tools itself.
-            limited_warm: Any = warm
-            try:
-                result = limited_warm(
-                    self.template, task, store=store, record_use=False, tools=names, **options
-                )
-            except NotFoundError:
-                if self.template:
-                    raise  # a named template that is missing is an error worth logging
-                return WarmChoice(None, "none")
-        else:
-            # Limit the examples to the agent's tools, then let warm-up choose among them.
-            template = choose_template(self._limited_templates(names, store), task)
-            if template is None:
-                return WarmChoice(None, "none")
-            result = warm_conversation(template, task, **options)
-        if not result.messages or not set(result.tools) <= set(names):
+        try:
+            # The one way in every door takes: warm() limits the warm-up to the agent's tools.
+            result = warm(self.template, task, store=store, record_use=False, tools=names, **options)
+        except NotFoundError:
+            if self.template:
+                raise  # a named template that is missing is an error worth logging
+            return WarmChoice(None, "none")
+        if not result.tools or not set(result.tools) <= set(names):
             return WarmChoice(None, "none")
         if api == MESSAGES:
             # Turns before the request's own, ending with the assistant's (see anthropic_prefix).
@@ -655,14 +623,6 @@ def _assistant_digests(messages: Sequence[Any], tenant: str) -> dict[int, str]:
         if _role(message) == "assistant":
             found[index] = hasher.digest()
     return found
-
-
-@functools.cache
-def _warm_limits_tools() -> bool:
-    # Whether kindling.warmup.warm takes the agent's tools itself (it is being taught to).
-    from kindling.warmup import warm
-
-    return "tools" in inspect.signature(warm).parameters
 
 
 def _with_block(data: dict[str, Any], messages: list[Any], block: bytes, api: str = CHAT) -> bytes | None:

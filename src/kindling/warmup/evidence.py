@@ -30,11 +30,14 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kindling.templates.model import Episode
+
+if TYPE_CHECKING:
+    from kindling.warmup.query import Query
 
 __all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "list_f1", "model_list", "words"]
 
@@ -186,10 +189,10 @@ class TaskEvidence:
         norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
         return {w: v / norm for w, v in vector.items() if v}
 
-    def similar(self, task: str, limit: int = 20) -> list[Similar]:
+    def similar(self, task: str | Query, limit: int = 20) -> list[Similar]:
         """Return up to ``limit`` episodes with a positive similarity to ``task``, most similar first
-        (ties by episode order)."""
-        query = self._tfidf(words(task))
+        (ties by episode order). A ``Query`` is read by its (scrubbed) words, text is split here."""
+        query = self._tfidf(words(task) if isinstance(task, str) else list(task.words))
         if not query:
             return []
         totals: dict[int, float] = {}
@@ -200,15 +203,15 @@ class TaskEvidence:
         scored.sort(key=lambda s: (-s.similarity, s.index))
         return scored[:limit]
 
-    def known(self, task: str) -> bool:
+    def known(self, task: str | Query) -> bool:
         """True when ``task`` shares at least one feature with the past tasks' requests."""
-        return any(f in self.vocabulary for f in features(task))
+        return any(f in self.vocabulary for f in _features_of(task))
 
-    def probabilities(self, task: str, allowed: Collection[str] | None = None) -> dict[str, float]:
+    def probabilities(self, task: str | Query, allowed: Collection[str] | None = None) -> dict[str, float]:
         """Return, per tool the past tasks used (and ``allowed`` permits), the probability that
         ``task`` needs it. Unknown words leave the base rates."""
         x = np.zeros(len(self.vocabulary), dtype=np.float64)
-        for f in features(task):
+        for f in _features_of(task):
             column = self.vocabulary.get(f)
             if column is not None:
                 x[column] = 1.0
@@ -419,6 +422,10 @@ def list_f1(
     precision = np.divide(correct, shown[:, None], out=np.zeros_like(correct), where=shown[:, None] > 0)
     total = recall + precision
     return np.divide(2 * recall * precision, total, out=np.zeros_like(total), where=total > 0)
+
+
+def _features_of(task: str | Query) -> Collection[str]:
+    return features(task) if isinstance(task, str) else task.features
 
 
 class _Sparse:

@@ -24,9 +24,19 @@ from kindling.mining.model import OutcomeStatus
 from kindling.templates.model import EpisodeStep, Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
+from kindling.warmup.query import Query, as_past_tasks_are_known, as_query
 from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
 
-__all__ = ["Plan", "choose_template", "evidence_for", "plan_examples", "template_fit", "why_template"]
+__all__ = [
+    "Plan",
+    "Query",
+    "as_past_tasks_are_known",
+    "choose_template",
+    "evidence_for",
+    "plan_examples",
+    "template_fit",
+    "why_template",
+]
 
 SIMILAR_LIMIT = 20
 # Below this similarity no past task is taken to say anything about the new task: its examples
@@ -130,36 +140,6 @@ def _example_place(session_id: str, step: EpisodeStep) -> tuple[str, int, str]:
     return (session_id, step.position, step.tool_name)
 
 
-_SCRUBBERS: dict[int, tuple[Any, Any]] = {}
-
-
-def as_past_tasks_are_known(task: str) -> str:
-    """Return ``task`` as the template's past tasks are stored: personal data as typed placeholders.
-
-    Past requests were scrubbed when they were kept ("my email is <email_1>"), so the new task is
-    scrubbed the same way before it is compared with them: the placeholder says what kind of detail
-    the user gave (an e-mail, an order id), which tells which tools the task needs, and a raw
-    address matches nothing. The text shown in the warm-up is not this one. A ``mining.json`` that
-    cannot be read, or turns scrubbing off, leaves the task as it is (``kindling build`` reports it).
-    """
-    from kindling.errors import ConfigError
-    from kindling.mining import load_mining_config
-    from kindling.mining.personal import PersonalDataScrubber
-
-    try:
-        config = load_mining_config()
-    except ConfigError:
-        return task
-    if not config.scrub_personal_data or not task:
-        return task
-    cached = _SCRUBBERS.get(id(config))
-    if cached is None or cached[0] is not config:
-        _SCRUBBERS.clear()
-        cached = (config, PersonalDataScrubber.from_config(config))
-        _SCRUBBERS[id(config)] = cached
-    return str(cached[1].scrub_texts([task])[0])
-
-
 def _preview(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _REQUEST_PREVIEW else text[: _REQUEST_PREVIEW - 1] + "…"
@@ -167,7 +147,7 @@ def _preview(text: str) -> str:
 
 def plan_examples(
     template: Template,
-    task: str,
+    task: str | Query,
     *,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     tools: Collection[str] | None = None,
@@ -175,7 +155,9 @@ def plan_examples(
     """Return the candidate examples for ``task`` from ``template``, best first, with the reasons.
 
     ``tools`` is the agent's tools: no other tool is ever offered. Failed examples never are.
+    ``task`` is the text or, parsed once for the whole warm-up, a ``Query``.
     """
+    query = as_query(task)
     allowed = set(tools) if tools is not None else None
     usable = [
         i
@@ -183,16 +165,15 @@ def plan_examples(
         if e.outcome is not OutcomeStatus.FAILED and (allowed is None or e.tool_name in allowed)
     ]
     if not template.episodes:
-        return _legacy_plan(template, task, usable, allowed)
+        return _legacy_plan(template, query.text, usable, allowed)
     examples = template.examples
     by_tool: dict[str, list[int]] = {}
     for i in usable:
         by_tool.setdefault(examples[i].tool_name, []).append(i)
     evidence = evidence_for(template)
-    known_as = as_past_tasks_are_known(task)
-    probabilities = {t: p for t, p in evidence.probabilities(known_as, allowed).items() if t in by_tool}
+    probabilities = {t: p for t, p in evidence.probabilities(query, allowed).items() if t in by_tool}
     # Every past task sharing a word with the task, most similar first; the closest decide the rest.
-    by_similarity = evidence.similar(known_as, len(template.episodes))
+    by_similarity = evidence.similar(query, len(template.episodes))
     similar = by_similarity[:SIMILAR_LIMIT]
     # When nothing in the task is known the models give the base rates: the tools most past tasks used.
     ranked = sorted(probabilities.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -246,7 +227,7 @@ def plan_examples(
     general = evidence.general_list(max_examples, {t: len(by_tool[t]) for t in probabilities})
     best = by_similarity[0].similarity if by_similarity else 0.0
     matched = [examples[i].tool_name for i in taken]
-    if not task.strip():
+    if not query.text.strip():
         fallback = "no task given: the examples are chosen without one, the list that served"
     elif best < SIMILARITY_FLOOR:
         fallback = (
@@ -324,13 +305,14 @@ def _legacy_plan(template: Template, task: str, usable: list[int], allowed: set[
     )
 
 
-def template_fit(template: Template, task: str) -> float:
+def template_fit(template: Template, task: str | Query) -> float:
     """Return how well ``template``'s past tasks fit ``task``: the mean similarity of the best three.
 
     Templates without episodes are judged by their examples' requests the same way.
     """
+    query = as_query(task)
     if template.episodes:
-        similar = evidence_for(template).similar(as_past_tasks_are_known(task), _FIT_TOP)
+        similar = evidence_for(template).similar(query, _FIT_TOP)
         return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
     contexts = {e.context for e in template.examples if e.context and e.outcome is not OutcomeStatus.FAILED}
     if not contexts:
@@ -338,7 +320,7 @@ def template_fit(template: Template, task: str) -> float:
     from kindling.templates.model import Episode
 
     pseudo = [Episode(session_id=str(i), opening=c) for i, c in enumerate(sorted(contexts))]
-    similar = TaskEvidence(pseudo).similar(task, _FIT_TOP)
+    similar = TaskEvidence(pseudo).similar(query.text, _FIT_TOP)  # their requests were not scrubbed
     return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
 
 
@@ -346,19 +328,29 @@ def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
     return sum(1 for tag in template.tags if set(tokenize(tag)) & task_tokens)
 
 
-def choose_template(templates: Sequence[Template], task: str) -> Template | None:
+def choose_template(
+    templates: Sequence[Template], task: str | Query, *, tools: Collection[str] | None = None
+) -> Template | None:
     """Return the template whose past tasks fit ``task`` best, or None when none has a usable example.
 
-    Ties in fit (rounded to 3 decimals) go by task type (same as the task text's, then untyped or
-    ``mixed``), then more tags named in the task, then least used, then name.
+    ``tools`` is the agent's tools (None: any): a template with no usable example of one of them
+    is not considered. Ties in fit (rounded to 3 decimals) go by task type (same as the task
+    text's, then untyped or ``mixed``), then more tags named in the task, then least used, then name.
     """
-    from kindling.mining import classify_task_text
-
-    candidates = [t for t in templates if any(e.outcome is not OutcomeStatus.FAILED for e in t.examples)]
+    allowed = set(tools) if tools is not None else None
+    candidates = [
+        t
+        for t in templates
+        if any(
+            e.outcome is not OutcomeStatus.FAILED and (allowed is None or e.tool_name in allowed)
+            for e in t.examples
+        )
+    ]
     if not candidates:
         return None
-    task_type = str(getattr(classify_task_text(task), "value", "mixed"))
-    task_tokens = set(tokenize(task))
+    query = as_query(task)
+    task_type = query.task_type
+    task_tokens = set(query.tokens)
 
     def type_rank(template: Template) -> int:
         if template.task_type == task_type:
@@ -370,7 +362,7 @@ def choose_template(templates: Sequence[Template], task: str) -> Template | None
     return min(
         candidates,
         key=lambda t: (
-            -round(template_fit(t, task), 3),
+            -round(template_fit(t, query), 3),
             type_rank(t),
             -_tag_overlap(t, task_tokens),
             t.usage_count,
@@ -379,7 +371,7 @@ def choose_template(templates: Sequence[Template], task: str) -> Template | None
     )
 
 
-def why_template(template: Template, task: str, considered: int) -> str:
+def why_template(template: Template, task: str | Query, considered: int) -> str:
     """Return one sentence on why ``template`` was chosen among ``considered`` templates."""
     fit = template_fit(template, task)
     if considered <= 1:

@@ -13,6 +13,7 @@ from kindling.warmup.build import build_conversation, check_style
 from kindling.warmup.convert import to_anthropic
 from kindling.warmup.inject import inject, validate_conversation
 from kindling.warmup.plan import choose_template, plan_examples, why_template
+from kindling.warmup.query import Query, as_query
 from kindling.warmup.select import DEFAULT_BUDGET, DEFAULT_MAX_EXAMPLES, fill_budget
 from kindling.warmup.tokens import estimate_conversation_tokens
 
@@ -83,7 +84,7 @@ def tool_names(tools: Any) -> list[str]:
 
 def warm_conversation(
     template: Template,
-    task: str,
+    task: str | Query,
     *,
     budget: int = DEFAULT_BUDGET,
     style: str = "triples",
@@ -95,6 +96,7 @@ def warm_conversation(
 
     ``tools`` is the agent's tools (None: any): no other tool is shown. The messages pass
     ``validate_conversation`` and their estimated tokens never exceed ``budget``.
+    ``task`` is the text or, parsed once for the whole warm-up, a ``Query``.
     Raises ConversationError for an unknown style or a negative budget.
     """
     check_style(style)
@@ -129,14 +131,17 @@ def warm_conversation(
     )
 
 
-def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Template, str]:
+def _resolve(
+    store: TemplateStore, name: str | None, task: Query, tools: Collection[str] | None
+) -> tuple[Template, str]:
     if name:
         return store.get(name), "named by the caller"
     templates = store.list()
-    chosen = choose_template(templates, task)
+    chosen = choose_template(templates, task, tools=tools)
     if chosen is None:
+        which = "examples" if tools is None else "examples of the agent's tools"
         raise NotFoundError(
-            f"No template with examples in {store.location}; build one with `kindling build NAME SOURCE`.",
+            f"No template with {which} in {store.location}; build one with `kindling build NAME SOURCE`.",
             kind="template",
             name="--auto",
         )
@@ -145,7 +150,7 @@ def _resolve(store: TemplateStore, name: str | None, task: str) -> tuple[Templat
 
 def warm(
     name: str | None,
-    task: str,
+    task: str | Query,
     *,
     store: TemplateStore | None = None,
     budget: int = DEFAULT_BUDGET,
@@ -157,15 +162,18 @@ def warm(
 ) -> WarmResult:
     """Warm a session for ``task`` from template ``name`` (or the best one when ``name`` is None).
 
-    ``tools`` is the agent's tools (None: any). Records one use of the template unless
+    The one way in: the CLI, the Hermes plugin, the proxy and the MCP tool all warm through here.
+    ``tools`` is the agent's tools (None: any): no other tool is shown, and without a name only
+    templates with an example of one of them are considered. Records one use of the template unless
     ``record_use`` is False. Raises NotFoundError when the template (or, for auto, any template)
     is missing, ConversationError for bad options.
     """
     store = store or open_store()
-    template, why = _resolve(store, name, task)
+    query = as_query(task)  # scrubbed and split once, for the choice and the plan
+    template, why = _resolve(store, name, query, tools)
     result = warm_conversation(
         template,
-        task,
+        query,
         budget=budget,
         style=style,
         include_system=include_system,
