@@ -665,7 +665,12 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
-        console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
+        if result.general:
+            console.print(
+                f"General examples, not matched to the task: {result.reason}.", markup=False, highlight=False
+            )
+        else:
+            console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
         for past in result.past_tasks:
             label = f" task {past['task_id']}" if past.get("task_id") is not None else ""
             console.print(

@@ -48,13 +48,18 @@ _REQUEST_PREVIEW = 160
 
 @dataclass
 class Plan:
-    """The examples to offer, in order, and why: the tools' evidence and the past tasks used."""
+    """The examples to offer, in order, and why: the tools' evidence and the past tasks used.
+
+    ``general`` is True when the examples are the general list (the one that served all past tasks
+    best) rather than matched to the task: no task, no past task similar enough, or too little gain.
+    """
 
     candidates: list[Shown]
     tools: list[str]
     evidence: dict[str, float] = field(default_factory=dict)
     past_tasks: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    general: bool = False
 
 
 _CACHE: OrderedDict[tuple[Any, ...], TaskEvidence] = OrderedDict()
@@ -228,11 +233,11 @@ def plan_examples(
     best = by_similarity[0].similarity if by_similarity else 0.0
     matched = [examples[i].tool_name for i in taken]
     if not query.text.strip():
-        fallback = "no task given: the examples are chosen without one, the list that served"
+        fallback = "no task given, so they are chosen without one: the list that served"
     elif best < SIMILARITY_FLOOR:
         fallback = (
             f"no past task is similar enough (best similarity {best:.2f}, below {SIMILARITY_FLOOR:.2f}): "
-            "general examples, the list that served"
+            "the list that served"
         )
     elif general and sorted(general) != sorted(matched):
         available = {t: len(by_tool[t]) for t in probabilities}
@@ -291,7 +296,14 @@ def plan_examples(
         )
     else:
         reason = f"no past task resembles this one: the tools most of the {len(episodes)} past tasks used"
-    return Plan(candidates, chosen, {t: round(p, 3) for t, p in sorted(probabilities.items())}, past, reason)
+    return Plan(
+        candidates,
+        chosen,
+        {t: round(p, 3) for t, p in sorted(probabilities.items())},
+        past,
+        reason,
+        general=bool(fallback and general),
+    )
 
 
 def _legacy_plan(template: Template, task: str, usable: list[int], allowed: set[str] | None) -> Plan:
@@ -374,6 +386,13 @@ def choose_template(
 def why_template(template: Template, task: str | Query, considered: int) -> str:
     """Return one sentence on why ``template`` was chosen among ``considered`` templates."""
     fit = template_fit(template, task)
+    if not as_query(task).text.strip():
+        if considered <= 1:
+            return "the only template with usable examples; no task given, so it is chosen without one"
+        return (
+            f"no task given, so chosen without one among {considered} templates "
+            "(by task type, then least used, then name)"
+        )
     if considered <= 1:
         return f"the only template with usable examples (fit {fit:.2f})"
     return f"its past tasks fit the task best of {considered} templates (fit {fit:.2f})"

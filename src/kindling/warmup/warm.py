@@ -26,7 +26,8 @@ class WarmResult:
 
     ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
     task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
-    ``reason`` says how the tools were chosen and ``template_reason`` why this template.
+    ``reason`` says how the tools were chosen and ``template_reason`` why this template;
+    ``general`` is True when the examples are the general list, not matched to the task.
     """
 
     template: Template
@@ -39,6 +40,7 @@ class WarmResult:
     evidence: dict[str, float] = field(default_factory=dict)
     reason: str = ""
     template_reason: str = ""
+    general: bool = False
 
     def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
         """Return ``{"template", "messages", "estimated_tokens", "why", ...}``; ``fmt="anthropic"`` converts."""
@@ -53,6 +55,7 @@ class WarmResult:
             "why": {
                 "template": self.template_reason or "named by the caller",
                 "tools": self.reason,
+                "general": self.general,
                 "past_tasks": self.past_tasks,
                 "evidence": self.evidence,
             },
@@ -128,6 +131,7 @@ def warm_conversation(
         past,
         plan.evidence,
         plan.reason,
+        general=plan.general,
     )
 
 
