@@ -59,6 +59,7 @@ MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a fi
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
 TRUST_FOLDS = 3  # folds by task that judge the word models against the general list
+TRUST_ROWS = 300  # the newest past tasks they are judged on: enough to judge, and a first warm-up stays quick
 
 
 def _stem(word: str) -> str:
@@ -255,29 +256,34 @@ class TaskEvidence:
         self._general[key] = chosen
         return list(chosen)
 
+    def _judged(self) -> np.ndarray:
+        """The training rows the word models are judged on: the newest ``TRUST_ROWS``."""
+        return np.arange(max(0, len(self._train) - TRUST_ROWS), len(self._train))
+
     def _out_of_fold(self) -> np.ndarray:
-        """Return, per training row, the tool probabilities of models that never saw its task.
+        """Return, per judged training row (``_judged``), the tool probabilities of models that
+        never saw its task.
 
         The rows are split by task (runs of one task stay together) into ``TRUST_FOLDS`` folds; each
         fold is predicted by word models fitted on the others, as the real models are fitted.
         """
         if self._held_out is not None:
             return self._held_out
-        n = len(self._train)
-        keys = [_task_key(self.episodes[i], i) for i in self._train]
+        judged = self._judged()
+        keys = [_task_key(self.episodes[self._train[row]], self._train[row]) for row in judged]
         fold_of_key = {key: index % TRUST_FOLDS for index, key in enumerate(dict.fromkeys(keys))}
         folds = np.array([fold_of_key[key] for key in keys], dtype=np.int64)
-        held_out = np.zeros((n, len(self.tools)))
+        held_out = np.zeros((len(judged), len(self.tools)))
         for fold in range(TRUST_FOLDS):
-            inside = np.flatnonzero(folds != fold)
+            inside = judged[folds != fold]
             outside = np.flatnonzero(folds == fold)
             if not len(outside) or not len(inside):
-                held_out[outside] = self._y.mean(axis=0) if n else 0.0
+                held_out[outside] = self._y.mean(axis=0) if len(self._y) else 0.0
                 continue
             weights, bias = _fit_logistic(
                 _design([self._rows[i] for i in inside], len(self.vocabulary)), self._y[inside]
             )
-            z = _design([self._rows[i] for i in outside], len(self.vocabulary)).dot(weights) + bias
+            z = _design([self._rows[i] for i in judged[outside]], len(self.vocabulary)).dot(weights) + bias
             held_out[outside] = 1.0 / (1.0 + np.exp(-z))
         self._held_out = held_out
         return held_out
@@ -300,8 +306,9 @@ class TaskEvidence:
         probabilities = self._out_of_fold()
         claimed: list[float] = []
         gained: list[float] = []
-        truth = self.truth[self._train]
-        weight = self.task_weight[self._train]
+        episodes = np.asarray(self._train, dtype=np.int64)[self._judged()]
+        truth = self.truth[episodes]
+        weight = self.task_weight[episodes]
         for row, p in enumerate(probabilities):
             if not truth[row].any():
                 continue
