@@ -15,6 +15,8 @@ import builtins
 import logging
 import os
 import shutil
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,8 @@ log = logging.getLogger(__name__)
 SQL_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 #: The tenant a template without one belongs to (the proxy's tenant without tenant tokens).
 DEFAULT_TENANT = "default"
+#: The key of a stored template's summary for choosing (a template ignores it when parsed).
+SUMMARY_KEY = "choice_summary"
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,9 @@ class TemplateStore(abc.ABC):
     def list(self) -> list[Template]:
         """Return every loadable template (current versions) sorted by name.
 
-        Templates that cannot be loaded are skipped and described in ``self.problems``.
+        Templates that cannot be loaded are skipped and described in ``self.problems``. The list
+        and its templates may be shared with other callers in the process: read them, never change
+        them (``model_copy`` makes a changed template).
         """
 
     @abc.abstractmethod
@@ -125,7 +131,23 @@ def _not_found(name: str, version: int | None = None) -> NotFoundError:
 
 
 def _dumps(template: Template) -> bytes:
-    return orjson.dumps(template.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    # What choosing a template needs is kept with it (a compact JSON text; kindling.templates.index),
+    # so a process that reads the store need not summarise every template's past tasks again.
+    from kindling.templates.index import stored_summary
+
+    data = template.model_dump(mode="json")
+    data[SUMMARY_KEY] = stored_summary(template)
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+
+
+def _parsed(data: Any, *, name: str) -> Template:
+    """The template in parsed JSON ``data``, with the summary for choosing the store kept beside it."""
+    template = parse_template(data, name=name)
+    if isinstance(data, dict) and SUMMARY_KEY in data:
+        from kindling.templates.index import adopt_stored_summary
+
+        adopt_stored_summary(template, data[SUMMARY_KEY])
+    return template
 
 
 def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
@@ -133,7 +155,31 @@ def _loads(raw: bytes | str, *, name: str, where: str) -> Template:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TemplateError(f"{where} is not valid JSON: {exc}.", template=name) from exc
-    return parse_template(data, name=name)
+    return _parsed(data, name=name)
+
+
+# Templates parsed from files in this process, by (path, name): the file's (mtime_ns, size, inode)
+# when parsed, and the template. Shared by every JsonDirStore, so a caller that opens the store
+# anew for each warm-up (the Hermes plugin) reuses them too. Templates from a store are read-only
+# to their callers (``model_copy`` makes a changed one).
+_PARSED: OrderedDict[tuple[str, str], tuple[tuple[int, int, int], Template]] = OrderedDict()
+_PARSED_SIZE = 256
+_PARSED_LOCK = threading.Lock()
+
+
+# The last list of each directory, with the stamps of its files then (and whether any failed to
+# load: a listing with problems is read again, so that its problems are reported every time).
+_LISTED: dict[str, tuple[tuple[tuple[str, int, int, int], ...], list[Template], bool]] = {}
+# The same for SQL stores, by (database, name, version, saved_at, size of the stored data).
+_SQL_PARSED: OrderedDict[tuple[Any, ...], Template] = OrderedDict()
+
+
+def _remember(key: tuple[str, str], stamp: tuple[int, int, int], template: Template) -> None:
+    with _PARSED_LOCK:
+        _PARSED[key] = (stamp, template)
+        _PARSED.move_to_end(key)
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
 
 
 class JsonDirStore(TemplateStore):
@@ -161,7 +207,26 @@ class JsonDirStore(TemplateStore):
         return self.root / f"{validate_name(name)}.versions"
 
     def _read(self, path: Path, name: str) -> Template:
-        return self._read_with_format(path, name)[0]
+        # A file that has not changed since this process last parsed it (same modification time,
+        # size and inode; every write replaces the file) is not parsed again: a long-running warm-up
+        # lists the whole store per new session, and parsing a template from thousands of sessions
+        # costs a large part of a second.
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise _not_found(name) from None
+        except OSError as exc:
+            raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        key = (str(path), name)
+        with _PARSED_LOCK:
+            seen = _PARSED.get(key)
+            if seen is not None and seen[0] == stamp:
+                _PARSED.move_to_end(key)
+                return seen[1]
+        template = self._read_with_format(path, name)[0]
+        _remember(key, stamp, template)
+        return template
 
     def _read_with_format(self, path: Path, name: str) -> tuple[Template, str, bytes]:
         try:
@@ -178,7 +243,7 @@ class JsonDirStore(TemplateStore):
         if isinstance(data, dict) and data.get("name") != name:
             # The file name addresses the template; legacy files may carry another (even unsafe) name.
             data = {**data, "name": name}
-        return parse_template(data, name=name), fmt, raw
+        return _parsed(data, name=name), fmt, raw
 
     def _keep_legacy_original(self, name: str, fmt: str, raw: bytes) -> None:
         # The first kindling write turns a legacy file into kindling's format, which the legacy
@@ -242,20 +307,43 @@ class JsonDirStore(TemplateStore):
         return self._read(old, name)
 
     def list(self) -> list[Template]:
-        """Return every loadable template; unloadable files are listed in ``problems``."""
+        """Return every loadable template; unloadable files are listed in ``problems``.
+
+        While no file has changed since this process last listed the directory, the same list
+        (of the same template objects) is returned: what is built per template list (the index
+        that chooses among them) is then reused as it is.
+        """
         self.problems = []
-        if not self.root.is_dir():
+        try:
+            entries = sorted(
+                (entry.name, entry.stat())
+                for entry in os.scandir(self.root)
+                if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file()
+            )
+        except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as exc:
+            raise StoreError(f"Cannot read {self.root}: {exc.strerror or exc}.", path=self.root) from exc
+        stamps = tuple((name, info.st_mtime_ns, info.st_size, info.st_ino) for name, info in entries)
+        key = str(self.root)
+        with _PARSED_LOCK:
+            seen = _LISTED.get(key)
+        if seen is not None and seen[0] == stamps and not seen[2]:
+            return seen[1]
         templates: list[Template] = []
-        for path in sorted(self.root.glob("*.json")):
-            if path.name.startswith("."):
-                continue
+        for name, _info in entries:
+            path = self.root / name
             try:
                 templates.append(self._read(path, path.stem))
             except KindlingError as exc:
                 self.problems.append(StoreProblem(str(path), str(exc)))
                 log.info("Skipped template file %s: %s", path, exc)
-        return sorted(templates, key=lambda t: t.name)
+        templates.sort(key=lambda t: t.name)
+        with _PARSED_LOCK:
+            _LISTED[key] = (stamps, templates, bool(self.problems))
+            while len(_LISTED) > _PARSED_SIZE:
+                _LISTED.pop(next(iter(_LISTED)))
+        return templates
 
     def versions(self, name: str) -> builtins.list[int]:
         """Return the stored versions of ``name``, oldest first."""
@@ -417,27 +505,60 @@ class SqlStore(TemplateStore):
         return self._row_to_template(name, wanted, data, current.usage_count)
 
     def list(self) -> list[Template]:
-        """Return every loadable current template; corrupt rows are listed in ``problems``."""
+        """Return every loadable current template; corrupt rows are listed in ``problems``.
+
+        A version this process has parsed before (same name, version, save time and size; a
+        version's row never changes) is not fetched or parsed again, only its usage count is.
+        """
         self.problems = []
         t, v = templates_table, versions_table
         query = (
-            sa.select(t.c.name, t.c.version, t.c.usage_count, v.c.data)
+            sa.select(
+                t.c.name, t.c.version, t.c.usage_count, v.c.saved_at, sa.func.length(v.c.data).label("size")
+            )
             .join(v, sa.and_(v.c.name == t.c.name, v.c.version == t.c.version), isouter=True)
             .order_by(t.c.name)
         )
         with translate_errors(self.target, "read"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
+            keys = {
+                row.name: (str(self.target), row.name, row.version, row.saved_at, row.size) for row in rows
+            }
+            with _PARSED_LOCK:
+                known = {name: _SQL_PARSED[key] for name, key in keys.items() if key in _SQL_PARSED}
+            missing = [
+                (row.name, row.version) for row in rows if row.size is not None and row.name not in known
+            ]
+            data: dict[str, str] = {}
+            for start in range(0, len(missing), 500):
+                part = missing[start : start + 500]
+                found = conn.execute(
+                    sa.select(v.c.name, v.c.data).where(sa.tuple_(v.c.name, v.c.version).in_(part))
+                ).all()
+                data.update((r.name, r.data) for r in found)
         templates: list[Template] = []
         for row in rows:
             where = f"{self.location} (template {row.name!r} v{row.version})"
-            if row.data is None:
+            template = known.get(row.name)
+            if template is not None:
+                if template.usage_count != row.usage_count:
+                    template = template.model_copy(update={"usage_count": row.usage_count})
+                templates.append(template)
+                continue
+            if row.size is None or row.name not in data:
                 self.problems.append(StoreProblem(where, "its current version's data is missing"))
                 continue
             try:
-                templates.append(self._row_to_template(row.name, row.version, row.data, row.usage_count))
+                template = self._row_to_template(row.name, row.version, data[row.name], row.usage_count)
             except KindlingError as exc:
                 self.problems.append(StoreProblem(where, str(exc)))
                 log.info("Skipped %s: %s", where, exc)
+                continue
+            with _PARSED_LOCK:
+                _SQL_PARSED[keys[row.name]] = template
+                while len(_SQL_PARSED) > _PARSED_SIZE:
+                    _SQL_PARSED.popitem(last=False)
+            templates.append(template)
         return templates
 
     def versions(self, name: str) -> builtins.list[int]:

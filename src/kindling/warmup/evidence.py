@@ -69,6 +69,23 @@ def _stem(word: str) -> str:
     return word
 
 
+# Content words to their stems, as met (stemming is most of the cost of reading past tasks, and
+# their words repeat); the stopwords and one-letter words map to None. Bounded: cleared when full.
+_STEMS: dict[str, str | None] = {}
+_STEMS_SIZE = 200_000
+
+
+def _stem_or_none(word: str) -> str | None:
+    found = _STEMS.get(word, "")
+    if found != "":
+        return found
+    stem = _stem(word) if len(word) > 1 and word not in _STOPWORDS else None
+    if len(_STEMS) >= _STEMS_SIZE:
+        _STEMS.clear()
+    _STEMS[word] = stem
+    return stem
+
+
 def words(text: str) -> list[str]:
     """Return the stemmed content words of ``text``, in order, then the kinds of detail it gives.
 
@@ -77,10 +94,11 @@ def words(text: str) -> list[str]:
     where its parts alone ("reservation", "1") read like any mention of a reservation.
     """
     text = text.lower()
+    stems = _STEMS
     found = [
-        _stem(w)
+        stem
         for w in _WORD_RE.findall(_PLACEHOLDER_RE.sub(" ", text))
-        if len(w) > 1 and w not in _STOPWORDS
+        if (stem := stems.get(w) if w in stems else _stem_or_none(w)) is not None
     ]
     if "<" in text:
         found.extend(f"{kind}:given" for kind in _PLACEHOLDER_RE.findall(text))
@@ -140,7 +158,8 @@ class TaskEvidence:
         # What a warm-up shows above an episode's calls: its opening message (else its request).
         self.openings = {e.session_id: e.opening or e.request for e in self.episodes}
         texts = [episode_text(e) for e in self.episodes]
-        feats = [features(t) for t in texts]
+        word_lists = [words(t) for t in texts]  # read once: the features are their distinct words
+        feats = [set(ws) for ws in word_lists]
         df = Counter(f for fs in feats for f in fs)
         kept = sorted((f for f, c in df.items() if c >= MIN_DOCUMENT_FREQUENCY), key=lambda f: (-df[f], f))
         self.vocabulary = {f: i for i, f in enumerate(kept[:MAX_VOCABULARY])}
@@ -175,7 +194,6 @@ class TaskEvidence:
         self._trust: dict[tuple[Any, ...], float] = {}
         self._held_out: np.ndarray | None = None
         # TF-IDF over words for similarity between tasks.
-        word_lists = [words(t) for t in texts]
         wdf = Counter(w for ws in word_lists for w in set(ws))
         self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in wdf.items()}
         self.vectors = [self._tfidf(ws) for ws in word_lists]

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from kindling.mining.model import OutcomeStatus
+from kindling.templates.index import choice_index, summary_of
 from kindling.templates.model import EpisodeStep, Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
 from kindling.warmup.query import Query, as_past_tasks_are_known, as_query
-from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
+from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples
 
 __all__ = [
     "Plan",
@@ -42,7 +43,6 @@ SIMILAR_LIMIT = 20
 # Below this similarity no past task is taken to say anything about the new task: its examples
 # are the general list's, and the warm-up says so. TF-IDF cosine: 0.15 is a word or two in common.
 SIMILARITY_FLOOR = 0.15
-_FIT_TOP = 3  # a template's fit is the mean similarity of its three best-matching past tasks
 _REQUEST_PREVIEW = 160
 
 
@@ -320,24 +320,10 @@ def _legacy_plan(template: Template, task: str, usable: list[int], allowed: set[
 def template_fit(template: Template, task: str | Query) -> float:
     """Return how well ``template``'s past tasks fit ``task``: the mean similarity of the best three.
 
-    Templates without episodes are judged by their examples' requests the same way.
+    Templates without episodes are judged by their examples' requests the same way. Reads the
+    template's summary for choosing (``kindling.templates.index``), not its tool models.
     """
-    query = as_query(task)
-    if template.episodes:
-        similar = evidence_for(template).similar(query, _FIT_TOP)
-        return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
-    contexts = {e.context for e in template.examples if e.context and e.outcome is not OutcomeStatus.FAILED}
-    if not contexts:
-        return 0.0
-    from kindling.templates.model import Episode
-
-    pseudo = [Episode(session_id=str(i), opening=c) for i, c in enumerate(sorted(contexts))]
-    similar = TaskEvidence(pseudo).similar(query.text, _FIT_TOP)  # their requests were not scrubbed
-    return sum(s.similarity for s in similar) / _FIT_TOP if similar else 0.0
-
-
-def _tag_overlap(template: Template, task_tokens: set[str]) -> int:
-    return sum(1 for tag in template.tags if set(tokenize(tag)) & task_tokens)
+    return summary_of(template).fit(as_query(task))
 
 
 def choose_template(
@@ -348,39 +334,37 @@ def choose_template(
     ``tools`` is the agent's tools (None: any): a template with no usable example of one of them
     is not considered. Ties in fit (rounded to 3 decimals) go by task type (same as the task
     text's, then untyped or ``mixed``), then more tags named in the task, then least used, then name.
+    The fits of all templates come from one index over their summaries (``choice_index``), built
+    once per set of template versions, so the cost grows with the task's words, not the templates.
     """
-    allowed = set(tools) if tools is not None else None
-    candidates = [
-        t
-        for t in templates
-        if any(
-            e.outcome is not OutcomeStatus.FAILED and (allowed is None or e.tool_name in allowed)
-            for e in t.examples
-        )
-    ]
+    index = choice_index(templates)
+    candidates = index.usable(tools)
     if not candidates:
         return None
     query = as_query(task)
-    task_type = query.task_type
+    fits = index.fits(query)
+    # Only fits within 0.001 of the best can round to the best's 3 decimals: the rest are out.
+    top = float(fits[candidates].max())
+    near = [i for i in candidates if fits[i] >= top - 0.001]
+    rounded = {i: round(float(fits[i]), 3) for i in near}
+    best = max(rounded.values())
     task_tokens = set(query.tokens)
 
     def type_rank(template: Template) -> int:
-        if template.task_type == task_type:
+        if template.task_type == query.task_type:
             return 0
         if template.task_type in (None, "mixed"):
             return 1
         return 2
 
-    return min(
-        candidates,
-        key=lambda t: (
-            -round(template_fit(t, query), 3),
-            type_rank(t),
-            -_tag_overlap(t, task_tokens),
-            t.usage_count,
-            t.name,
-        ),
+    def tag_overlap(i: int) -> int:
+        return sum(1 for words in index.summaries[i].tag_words if words & task_tokens)
+
+    chosen = min(
+        (i for i in near if rounded[i] == best),
+        key=lambda i: (type_rank(templates[i]), -tag_overlap(i), templates[i].usage_count, templates[i].name),
     )
+    return templates[chosen]
 
 
 def why_template(template: Template, task: str | Query, considered: int) -> str:

@@ -10,6 +10,7 @@ downstream (``plan.choose_template``, ``plan.template_fit``, ``plan.plan_example
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 __all__ = ["Query", "as_past_tasks_are_known", "as_query"]
@@ -78,6 +79,13 @@ class Query:
             tokens=tuple(tokenize(task)),
             task_type=str(getattr(classify_task_text(task), "value", "mixed")),
         )
+
+    @cached_property
+    def raw_words(self) -> tuple[str, ...]:
+        """The stemmed words of the unscrubbed text: what a legacy template's requests are matched by."""
+        from kindling.warmup.evidence import words
+
+        return tuple(words(self.text))
 
 
 def as_query(task: str | Query) -> Query:
