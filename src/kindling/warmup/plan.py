@@ -197,11 +197,17 @@ def plan_examples(
             used_from.setdefault(source.index, source)
             drawn_from[index] = source
 
+    # Past tasks below the similarity floor say nothing about this one: their examples are not
+    # shown as matched to it. A tool none of the others holds shows its most frequent example.
+    near = [s for s in by_similarity if s.similarity >= SIMILARITY_FLOOR]
+    similar = [s for s in similar if s.similarity >= SIMILARITY_FLOOR]
+    for tool, indices in by_tool.items():
+        by_tool[tool] = sorted(indices, key=lambda i: -examples[i].count)
     # One example of every chosen tool first, from the most similar past task that holds one (the
-    # closest often called a tool whose example another task holds), else any example of it.
+    # closest often called a tool whose example another task holds), else a general one of it.
     for tool in chosen:
         pick: tuple[int, Similar | None] | None = next(
-            ((i, s) for s in by_similarity for name, i in calls[s.index] if name == tool and i not in taken),
+            ((i, s) for s in near for name, i in calls[s.index] if name == tool and i not in taken),
             None,
         )
         if pick is None:
@@ -256,13 +262,13 @@ def plan_examples(
         taken.clear()
         used_from.clear()
         drawn_from.clear()
-        sources = by_similarity if best >= SIMILARITY_FLOOR else []
+        sources = near
         wanted = Counter(general)
         for tool in dict.fromkeys(general):
             found: list[tuple[int, Similar | None]] = [
                 (i, s) for s in sources for name, i in calls[s.index] if name == tool
             ]
-            found.extend((i, None) for i in sorted(by_tool[tool], key=lambda i: -examples[i].count))
+            found.extend((i, None) for i in by_tool[tool])
             for index, source in found:
                 if wanted[tool] <= 0:
                     break
