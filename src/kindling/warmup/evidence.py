@@ -193,6 +193,7 @@ class TaskEvidence:
         self._y = y
         self._trust: dict[tuple[Any, ...], float] = {}
         self._held_out: np.ndarray | None = None
+        self._fold_models: list[tuple[np.ndarray, np.ndarray]] = []
         # TF-IDF over words for similarity between tasks.
         wdf = Counter(w for ws in word_lists for w in set(ws))
         self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in wdf.items()}
@@ -226,17 +227,26 @@ class TaskEvidence:
         """True when ``task`` shares at least one feature with the past tasks' requests."""
         return any(f in self.vocabulary for f in _features_of(task))
 
-    def probabilities(self, task: str | Query, allowed: Collection[str] | None = None) -> dict[str, float]:
+    def probabilities(
+        self, task: str | Query, allowed: Collection[str] | None = None, *, judged: bool = False
+    ) -> dict[str, float]:
         """Return, per tool the past tasks used (and ``allowed`` permits), the probability that
-        ``task`` needs it. Unknown words leave the base rates."""
+        ``task`` needs it. Unknown words leave the base rates. ``judged``: the mean of the models
+        that were judged against the general list (``trust``), whose claims its threshold is for.
+        """
         x = np.zeros(len(self.vocabulary), dtype=np.float64)
         for f in _features_of(task):
             column = self.vocabulary.get(f)
             if column is not None:
                 x[column] = 1.0
         x /= max(1.0, math.sqrt(float(x.sum())))
-        z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
-        p = 1.0 / (1.0 + np.exp(-z))
+        if judged:
+            self._out_of_fold()  # fits the judged models, once
+        if judged and self._fold_models:
+            p = np.mean([1.0 / (1.0 + np.exp(-(x @ w + b))) for w, b in self._fold_models], axis=0)
+        else:
+            z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
+            p = 1.0 / (1.0 + np.exp(-z))
         return {t: float(p[i]) for i, t in enumerate(self.tools) if allowed is None or t in allowed}
 
     def general_list(self, slots: int, available: Mapping[str, int] | None = None) -> list[str]:
@@ -301,6 +311,7 @@ class TaskEvidence:
             weights, bias = _fit_logistic(
                 _design([self._rows[i] for i in inside], len(self.vocabulary)), self._y[inside]
             )
+            self._fold_models.append((weights, bias))
             z = _design([self._rows[i] for i in judged[outside]], len(self.vocabulary)).dot(weights) + bias
             held_out[outside] = 1.0 / (1.0 + np.exp(-z))
         self._held_out = held_out

@@ -248,8 +248,11 @@ def plan_examples(
     elif general and sorted(general) != sorted(matched):
         available = {t: len(by_tool[t]) for t in probabilities}
         lists = evidence.counts([matched, general])
-        claimed = float(np.subtract(*evidence.expected_f1(lists, probabilities, max_examples)))
+        # The gain is claimed by the models that were judged (fitted without each past task), so
+        # it is read against the threshold their own record set.
         threshold = evidence.trust(max_examples, available)
+        judged = evidence.probabilities(query, set(probabilities), judged=True)
+        claimed = float(np.subtract(*evidence.expected_f1(lists, judged, max_examples)))
         fallback = (
             f"{len(similar)} past tasks resemble this one (best similarity {best:.2f}), but what the task says "
             f"gains too little over the list that served"
