@@ -251,7 +251,9 @@ class TaskEvidence:
 
     def general_list(self, slots: int, available: Mapping[str, int] | None = None) -> list[str]:
         """Return the one list of tools (a tool may repeat) that serves the past tasks best: the
-        highest mean F1 over every past task, whatever it asked, with at most ``slots`` examples.
+        highest mean F-score over every past task, whatever it asked, with at most ``slots``
+        examples. Recall weighs ``RECALL_WEIGHT`` as in ``choose_tools``: a fallback that shows one
+        tool many times would leave out tools a task needs as often as a choice that shows too many.
 
         Built greedily (each step adds the tool that raises the mean most, and it stops when none
         does); ``available`` caps each tool's repeats at the examples it has (a tool missing from
@@ -274,7 +276,7 @@ class TaskEvidence:
                 break
             lists = np.repeat(counts[None, :], len(trials), axis=0)
             lists[np.arange(len(trials)), trials] += 1.0
-            scores = list_f1(lists, self.truth, slots) @ self.task_weight
+            scores = list_f1(lists, self.truth, slots, beta=RECALL_WEIGHT) @ self.task_weight
             pick = int(np.argmax(scores))
             if scores[pick] <= best + 1e-12:
                 break
@@ -442,10 +444,14 @@ def _design(rows: Sequence[Sequence[int]], width: int) -> _Sparse:
 
 
 def list_f1(
-    lists: np.ndarray, truth: np.ndarray, slots: int, lengths: Sequence[int] | None = None
+    lists: np.ndarray,
+    truth: np.ndarray,
+    slots: int,
+    lengths: Sequence[int] | None = None,
+    beta: float = 1.0,
 ) -> np.ndarray:
-    """Return the F1 of each list (rows of ``lists``: examples per tool) against each task (rows of
-    ``truth``: 0/1 per tool), as ``bench/selection.py`` scores a warm-up: recall is the share of
+    """Return the F1 (F-beta with ``beta``) of each list (rows of ``lists``: examples per tool)
+    against each task (rows of ``truth``: 0/1 per tool), as ``bench/selection.py`` scores a warm-up: recall is the share of
     the task's tools shown, out of at most ``slots``; precision the share of examples whose tool
     the task needs. ``lengths`` counts examples of tools ``truth`` does not know (never needed).
     A task that needs no tool scores 0 for every list.
@@ -456,8 +462,9 @@ def list_f1(
     needed = np.minimum(truth.sum(axis=1), slots)[None, :]
     recall = np.divide(hits, needed, out=np.zeros_like(hits), where=needed > 0)
     precision = np.divide(correct, shown[:, None], out=np.zeros_like(correct), where=shown[:, None] > 0)
-    total = recall + precision
-    return np.divide(2 * recall * precision, total, out=np.zeros_like(total), where=total > 0)
+    weight = beta * beta
+    total = weight * precision + recall
+    return np.divide((1 + weight) * recall * precision, total, out=np.zeros_like(total), where=total > 0)
 
 
 def _features_of(task: str | Query) -> Collection[str]:
