@@ -169,7 +169,7 @@ def test_a_store_reparses_only_what_changed_and_a_rebuild_is_chosen_by_what_it_h
     assert {t.name: t.usage_count for t in store.list()}["other"] == 1
 
 
-def test_a_sql_store_fetches_only_new_versions_and_keeps_usage_counts_live(tmp_path: Path) -> None:
+def test_a_sql_store_parses_only_new_versions_and_keeps_usage_counts_live(tmp_path: Path) -> None:
     store = SqlStore(tmp_path / "templates.db")
     try:
         store.save(shop_template(repeat=1, name="shop"))
@@ -248,3 +248,22 @@ def test_a_store_keeps_each_templates_summary_and_older_or_edited_files_are_summ
     task = Query.parse("cancel my subscription")
     assert plan.template_fit(listed["edited"], task) == _fit_by_the_models(listed["edited"], task) > 0
     assert plan.template_fit(listed["older"], task) == _fit_by_the_models(listed["older"], task)
+
+
+def test_a_use_is_counted_in_the_files_bytes_and_other_files_are_rewritten_whole(tmp_path: Path) -> None:
+    import orjson
+
+    store = JsonDirStore(tmp_path)
+    store.save(_template("kept", 3))
+    before = orjson.loads((tmp_path / "kept.json").read_bytes())
+    held = store.get("kept")
+    assert [store.record_use("kept") for _ in range(2)] == [1, 2]
+    # Only the count changed, and this process's parse is reused with the new count.
+    assert orjson.loads((tmp_path / "kept.json").read_bytes()) == {**before, "usage_count": 2}
+    again = store.get("kept")
+    assert again.usage_count == 2 and again.episodes is held.episodes
+    assert JsonDirStore(tmp_path).get("kept").model_dump() == {**held.model_dump(), "usage_count": 2}
+    # A file laid out otherwise (written by hand, compact) is parsed and written whole.
+    (tmp_path / "compact.json").write_bytes(orjson.dumps({**before, "name": "compact", "usage_count": 5}))
+    assert store.record_use("compact") == 6
+    assert orjson.loads((tmp_path / "compact.json").read_bytes())["usage_count"] == 6

@@ -48,6 +48,15 @@ def test_warmup_bench_prints_median_and_ratio() -> None:
     assert len(warm) == len(dump) == 2, out
     assert all(float(value) > 0 for value in warm + dump)
     assert len(re.findall(r"ratio \(warm-up / json\.dumps\): \d+\.\d+x", out)) == 2, out
+    # Choosing a template without a name: the big template always, many real ones when the data is there.
+    assert re.search(
+        r"one template from \d+ generated sessions .*median \d+\.\d+ ms .*first call \d+ ms", out
+    ), out
+    many = re.search(r"(\d+) templates: median \d+\.\d+ ms = (\d+\.\d+)x the one-template store", out)
+    if (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories").is_dir():
+        assert many and int(many.group(1)) > 1 and float(many.group(2)) > 0, out
+    else:
+        assert "skipped, no recorded runs" in out, out
 
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"

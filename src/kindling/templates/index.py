@@ -26,16 +26,26 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from kindling.mining.model import OutcomeStatus
 from kindling.templates.model import Episode, Template
+from kindling.templates.words import MAX_TRAINING, episode_text, words
 
-if TYPE_CHECKING:
-    from kindling.warmup.query import Query
+
+class Task(Protocol):
+    """A new task as choosing reads it (``kindling.warmup.query.Query``): its scrubbed words, and
+    its own words (read only when a legacy template is compared)."""
+
+    @property
+    def words(self) -> Sequence[str]: ...
+
+    @property
+    def raw_words(self) -> Sequence[str]: ...
+
 
 __all__ = [
     "ChoiceIndex",
@@ -60,7 +70,7 @@ class TaskSummary:
     tasks (by index) that hold it and the word's weight in their normalised TF-IDF vectors.
     ``scrubbed`` says the past tasks are episodes (stored scrubbed, so a task is matched by its
     scrubbed words) rather than a legacy template's example requests. ``tools`` are the tools with
-    a usable (not failed) example; ``tag_words`` the words of the template's tags.
+    a usable (not failed) example.
     """
 
     idf: dict[str, float]
@@ -68,7 +78,6 @@ class TaskSummary:
     size: int
     scrubbed: bool
     tools: frozenset[str]
-    tag_words: tuple[frozenset[str], ...]
 
     @classmethod
     def of_texts(
@@ -76,9 +85,6 @@ class TaskSummary:
     ) -> TaskSummary:
         """Summarise past tasks known by ``texts``; ``training`` is the count IDF is taken over
         (the models' training window, as ``TaskEvidence`` takes it)."""
-        from kindling.warmup.evidence import words
-        from kindling.warmup.select import tokenize
-
         word_lists = [words(t) for t in texts]
         df = Counter(w for ws in word_lists for w in set(ws))
         idf = {w: math.log((training + 1) / (c + 0.5)) for w, c in df.items()}
@@ -95,7 +101,6 @@ class TaskSummary:
             size=len(texts),
             scrubbed=scrubbed,
             tools=tools,
-            tag_words=tuple(frozenset(tokenize(tag)) for tag in template.tags),
         )
 
     def similarities(self, found: Sequence[str]) -> list[float]:
@@ -110,7 +115,7 @@ class TaskSummary:
                 totals[index] = totals.get(index, 0.0) + weight * value
         return sorted((score for score in totals.values() if score > 0), reverse=True)
 
-    def fit(self, query: Query) -> float:
+    def fit(self, query: Task) -> float:
         """The mean similarity of the task to the three most similar past tasks (0 when none)."""
         best = self.similarities(query.words if self.scrubbed else query.raw_words)[:FIT_TOP]
         return sum(best) / FIT_TOP if best else 0.0
@@ -126,8 +131,6 @@ def _tfidf(found: list[str], idf: dict[str, float]) -> dict[str, float]:
 
 def _texts(template: Template) -> tuple[list[str], bool]:
     """The texts a template's past tasks are known by, and whether they are (scrubbed) episodes."""
-    from kindling.warmup.evidence import episode_text
-
     if template.episodes:
         return [episode_text(e) for e in template.episodes], True
     # A legacy template: its examples' distinct requests, as pseudo past tasks (sorted, as
@@ -139,8 +142,6 @@ def _texts(template: Template) -> tuple[list[str], bool]:
 
 
 def _summarise(template: Template) -> TaskSummary:
-    from kindling.warmup.evidence import MAX_TRAINING
-
     texts, scrubbed = _texts(template)
     return TaskSummary.of_texts(
         texts, training=min(len(texts), MAX_TRAINING), scrubbed=scrubbed, template=template
@@ -153,8 +154,6 @@ _PROBE = "Hi, I'm returning <order_id_1>: the shipped boxes arrived broken; refu
 def _signature(texts: Sequence[str], scrubbed: bool) -> str:
     """What a stored summary was made from: a digest of the texts, of how words are read (a probe
     sentence's words) and of the summary's version, so a change to either is made again."""
-    from kindling.warmup.evidence import MAX_TRAINING, words
-
     head = f"{SUMMARY_VERSION}:{MAX_TRAINING}:{words(_PROBE)}:{scrubbed}:{len(texts)}"
     digest = hashlib.blake2b(head.encode(), digest_size=16)
     for text in texts:
@@ -203,16 +202,7 @@ def adopt_stored_summary(template: Template, stored: Any) -> bool:
     if size != len(texts) or any(len(i) != len(v) or (i and max(i) >= size) for i, v in postings.values()):
         return False
     tools = frozenset(e.tool_name for e in template.examples if e.outcome is not OutcomeStatus.FAILED)
-    from kindling.warmup.select import tokenize
-
-    summary = TaskSummary(
-        idf=idf,
-        postings=postings,
-        size=size,
-        scrubbed=scrubbed,
-        tools=tools,
-        tag_words=tuple(frozenset(tokenize(tag)) for tag in template.tags),
-    )
+    summary = TaskSummary(idf=idf, postings=postings, size=size, scrubbed=scrubbed, tools=tools)
     _remember_summary(template, summary)
     return True
 
@@ -384,12 +374,13 @@ class ChoiceIndex:
             self._usable[key] = found
         return found
 
-    def fits(self, query: Query) -> np.ndarray:
+    def fits(self, query: Task) -> np.ndarray:
         """Per template (in the order given), its fit to ``query``."""
         fits = np.zeros(self.size)
-        for postings, found in ((self._scrubbed, query.words), (self._legacy, query.raw_words)):
-            if len(postings.templates):
-                fits[postings.templates] = postings.fits(found)
+        if len(self._scrubbed.templates):
+            fits[self._scrubbed.templates] = self._scrubbed.fits(query.words)
+        if len(self._legacy.templates):
+            fits[self._legacy.templates] = self._legacy.fits(query.raw_words)
         return fits
 
 

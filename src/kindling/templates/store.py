@@ -14,6 +14,7 @@ import abc
 import builtins
 import logging
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict
@@ -140,6 +141,25 @@ def _dumps(template: Template) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2)
 
 
+# The top-level usage count in a file kindling wrote (orjson, two-space indent: top-level keys are
+# the only lines that start with exactly two spaces and a quote; newlines inside strings are escaped).
+_USAGE_LINE = re.compile(rb'^  "usage_count": (\d+)(,?)$', re.MULTILINE)
+
+
+def _count_use_in_place(raw: bytes) -> tuple[int, bytes] | None:
+    """The new count and the file's bytes with its usage count one higher, or None when the file
+    is not one kindling wrote that way (then it is parsed and written as a whole)."""
+    if not raw.startswith(b'{\n  "schema_version": '):
+        return None
+    found = list(_USAGE_LINE.finditer(raw))
+    if len(found) != 1:
+        return None
+    match = found[0]
+    count = int(match.group(1)) + 1
+    line = b'  "usage_count": ' + str(count).encode() + match.group(2)
+    return count, raw[: match.start()] + line + raw[match.end() :]
+
+
 def _parsed(data: Any, *, name: str) -> Template:
     """The template in parsed JSON ``data``, with the summary for choosing the store kept beside it."""
     template = parse_template(data, name=name)
@@ -170,7 +190,7 @@ _PARSED_LOCK = threading.Lock()
 # The last list of each directory, with the stamps of its files then (and whether any failed to
 # load: a listing with problems is read again, so that its problems are reported every time).
 _LISTED: dict[str, tuple[tuple[tuple[str, int, int, int], ...], list[Template], bool]] = {}
-# The same for SQL stores, by (database, name, version, saved_at, size of the stored data).
+# The same for SQL stores, by (database, name, version, and the stored text's length and hash).
 _SQL_PARSED: OrderedDict[tuple[Any, ...], Template] = OrderedDict()
 
 
@@ -370,14 +390,46 @@ class JsonDirStore(TemplateStore):
         # The lock file stays: removing it could let a waiting process and a new one both "hold" it.
 
     def record_use(self, name: str) -> int:
-        """Increment ``usage_count`` under the template's lock and return the new count."""
+        """Increment ``usage_count`` under the template's lock and return the new count.
+
+        A file kindling wrote has its count changed in place in its bytes (one top-level line),
+        not parsed and written out again: a use of a template from thousands of sessions costs a
+        file write, not a second of JSON. Anything else is read and written as a whole.
+        """
         path = self.path_for(name)
         with file_lock(path):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raise _not_found(name) from None
+            except OSError as exc:
+                raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+            counted = _count_use_in_place(raw)
+            if counted is not None:
+                count, changed = counted
+                write_atomic(path, changed)
+                self._after_use(path, name, count)
+                return count
             current, fmt, raw = self._read_with_format(path, name)
             self._keep_legacy_original(name, fmt, raw)
             updated = current.model_copy(update={"usage_count": current.usage_count + 1})
             write_atomic(path, _dumps(updated))
         return updated.usage_count
+
+    def _after_use(self, path: Path, name: str, count: int) -> None:
+        # The parsed template this process holds is still right but for its count: keep it, under
+        # the file's new stamp (still under the lock, so no other write came between).
+        key = (str(path), name)
+        with _PARSED_LOCK:
+            seen = _PARSED.get(key)
+        if seen is None:
+            return
+        info = path.stat()
+        _remember(
+            key,
+            (info.st_mtime_ns, info.st_size, info.st_ino),
+            seen[1].model_copy(update={"usage_count": count}),
+        )
 
 
 _metadata = sa.MetaData()
@@ -507,57 +559,42 @@ class SqlStore(TemplateStore):
     def list(self) -> list[Template]:
         """Return every loadable current template; corrupt rows are listed in ``problems``.
 
-        A version this process has parsed before (same name, version, save time and size; a
-        version's row never changes) is not fetched or parsed again, only its usage count is.
+        A version this process has parsed before (the same stored text) is not parsed again; only
+        its usage count is taken from the row.
         """
         self.problems = []
         t, v = templates_table, versions_table
         query = (
-            sa.select(
-                t.c.name, t.c.version, t.c.usage_count, v.c.saved_at, sa.func.length(v.c.data).label("size")
-            )
+            sa.select(t.c.name, t.c.version, t.c.usage_count, v.c.data)
             .join(v, sa.and_(v.c.name == t.c.name, v.c.version == t.c.version), isouter=True)
             .order_by(t.c.name)
         )
         with translate_errors(self.target, "read"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
-            keys = {
-                row.name: (str(self.target), row.name, row.version, row.saved_at, row.size) for row in rows
-            }
-            with _PARSED_LOCK:
-                known = {name: _SQL_PARSED[key] for name, key in keys.items() if key in _SQL_PARSED}
-            missing = [
-                (row.name, row.version) for row in rows if row.size is not None and row.name not in known
-            ]
-            data: dict[str, str] = {}
-            for start in range(0, len(missing), 500):
-                part = missing[start : start + 500]
-                found = conn.execute(
-                    sa.select(v.c.name, v.c.data).where(sa.tuple_(v.c.name, v.c.version).in_(part))
-                ).all()
-                data.update((r.name, r.data) for r in found)
         templates: list[Template] = []
         for row in rows:
             where = f"{self.location} (template {row.name!r} v{row.version})"
-            template = known.get(row.name)
-            if template is not None:
-                if template.usage_count != row.usage_count:
-                    template = template.model_copy(update={"usage_count": row.usage_count})
-                templates.append(template)
-                continue
-            if row.size is None or row.name not in data:
+            if row.data is None:
                 self.problems.append(StoreProblem(where, "its current version's data is missing"))
                 continue
-            try:
-                template = self._row_to_template(row.name, row.version, data[row.name], row.usage_count)
-            except KindlingError as exc:
-                self.problems.append(StoreProblem(where, str(exc)))
-                log.info("Skipped %s: %s", where, exc)
-                continue
+            key = (str(self.target), row.name, row.version, len(row.data), hash(row.data))
             with _PARSED_LOCK:
-                _SQL_PARSED[keys[row.name]] = template
-                while len(_SQL_PARSED) > _PARSED_SIZE:
-                    _SQL_PARSED.popitem(last=False)
+                template = _SQL_PARSED.get(key)
+                if template is not None:
+                    _SQL_PARSED.move_to_end(key)
+            if template is None:
+                try:
+                    template = self._row_to_template(row.name, row.version, row.data, row.usage_count)
+                except KindlingError as exc:
+                    self.problems.append(StoreProblem(where, str(exc)))
+                    log.info("Skipped %s: %s", where, exc)
+                    continue
+                with _PARSED_LOCK:
+                    _SQL_PARSED[key] = template
+                    while len(_SQL_PARSED) > _PARSED_SIZE:
+                        _SQL_PARSED.popitem(last=False)
+            if template.usage_count != row.usage_count:
+                template = template.model_copy(update={"usage_count": row.usage_count})
             templates.append(template)
         return templates
 

@@ -26,7 +26,6 @@ fixed keyword lists:
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,88 +34,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kindling.templates.model import Episode
+from kindling.templates.words import MAX_TRAINING, episode_text, features, words
 
 if TYPE_CHECKING:
     from kindling.warmup.query import Query
 
 __all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "list_f1", "model_list", "words"]
 
-_WORD_RE = re.compile(r"[a-z0-9]+")
-# A scrubbed value ("<reservation_id_1>", "<email_2>"): its kind is one feature, "reservation_id:given".
-_PLACEHOLDER_RE = re.compile(r"<([a-z][a-z]*(?:_[a-z]+)*)_\d+>")
-_STOPWORDS = frozenset(
-    "a an and are as at be but by do for from has have how i if in into is it its me my of on or "  # noqa: SIM905
-    "our please so that the their then there these this to up us was we what when where which "
-    "with you your can could would should will hi hello hey im id like want need help just".split()
-)
-_SUFFIXES = ("ing", "ed", "es", "s")
+# How past tasks and new tasks are read into words lives with the templates (their summaries for
+# choosing read them the same way); the names stay importable from here.
+
 L2 = 0.1  # ridge strength of the per-tool models: weak, so one telling word in a long request counts
 _ITERATIONS = 300
 _STEP = 2.0
 _CONVERGED = 1e-4  # stop once no weight moves more than this in a step
 RECALL_WEIGHT = 1.5  # F-beta's beta in choose_tools: recall counts more than precision
-MAX_TRAINING = 1000  # the word models learn from the newest past tasks, so a first warm-up stays quick
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
 TRUST_FOLDS = 3  # folds by task that judge the word models against the general list
 TRUST_ROWS = 300  # the newest past tasks they are judged on: enough to judge, and a first warm-up stays quick
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-# Content words to their stems, as met (stemming is most of the cost of reading past tasks, and
-# their words repeat); the stopwords and one-letter words map to None. Bounded: cleared when full.
-_STEMS: dict[str, str | None] = {}
-_STEMS_SIZE = 200_000
-
-
-def _stem_or_none(word: str) -> str | None:
-    found = _STEMS.get(word, "")
-    if found != "":
-        return found
-    stem = _stem(word) if len(word) > 1 and word not in _STOPWORDS else None
-    if len(_STEMS) >= _STEMS_SIZE:
-        _STEMS.clear()
-    _STEMS[word] = stem
-    return stem
-
-
-def words(text: str) -> list[str]:
-    """Return the stemmed content words of ``text``, in order, then the kinds of detail it gives.
-
-    A placeholder the scrubber left ("<reservation_id_1>") is one word naming its kind
-    ("reservation_id:given"): that the user gave a reservation id tells which tools the task needs,
-    where its parts alone ("reservation", "1") read like any mention of a reservation.
-    """
-    text = text.lower()
-    stems = _STEMS
-    found = [
-        stem
-        for w in _WORD_RE.findall(_PLACEHOLDER_RE.sub(" ", text))
-        if (stem := stems.get(w) if w in stems else _stem_or_none(w)) is not None
-    ]
-    if "<" in text:
-        found.extend(f"{kind}:given" for kind in _PLACEHOLDER_RE.findall(text))
-    return found
-
-
-def features(text: str) -> set[str]:
-    """Return the features of ``text``: its distinct stemmed words.
-
-    Word pairs were tried and cost more than they told: they split a request's weight over twice
-    as many features.
-    """
-    return set(words(text))
-
-
-def episode_text(episode: Episode) -> str:
-    """The text an episode is known by: its request and, when different, its opening message."""
-    return "\n".join(dict.fromkeys(t for t in (episode.request, episode.opening) if t))
 
 
 def _task_key(episode: Episode, index: int) -> str:

@@ -26,7 +26,7 @@ from kindling.templates.model import EpisodeStep, Template
 from kindling.warmup.build import Shown
 from kindling.warmup.evidence import Similar, TaskEvidence, choose_tools
 from kindling.warmup.query import Query, as_past_tasks_are_known, as_query
-from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples
+from kindling.warmup.select import DEFAULT_MAX_EXAMPLES, index_for, rank_examples, tokenize
 
 __all__ = [
     "Plan",
@@ -63,7 +63,7 @@ class Plan:
 
 
 _CACHE: OrderedDict[tuple[Any, ...], TaskEvidence] = OrderedDict()
-_CACHE_SIZE = 16
+_CACHE_SIZE = 32  # fitted models kept per process: a long-running one warms from many templates
 # The same episodes list (held here, so its id cannot be reused) at the same length skips the
 # fingerprint: hashing every episode cost ~0.6 ms a warm-up on a 400-task template, most of a
 # proxy's warm-up, and a long-running caller passes the same template object again and again.
@@ -367,7 +367,7 @@ def choose_template(
         return 2
 
     def tag_overlap(i: int) -> int:
-        return sum(1 for words in index.summaries[i].tag_words if words & task_tokens)
+        return sum(1 for tag in templates[i].tags if set(tokenize(tag)) & task_tokens)
 
     chosen = min(
         (i for i in near if rounded[i] == best),

@@ -66,7 +66,7 @@ class Query:
     def parse(cls, task: str) -> Query:
         """Parse ``task``: scrub it once, split it into words once, classify it once."""
         from kindling.mining import classify_task_text
-        from kindling.warmup.evidence import words
+        from kindling.templates.words import words
         from kindling.warmup.select import tokenize
 
         scrubbed = as_past_tasks_are_known(task)
@@ -83,7 +83,7 @@ class Query:
     @cached_property
     def raw_words(self) -> tuple[str, ...]:
         """The stemmed words of the unscrubbed text: what a legacy template's requests are matched by."""
-        from kindling.warmup.evidence import words
+        from kindling.templates.words import words
 
         return tuple(words(self.text))
 
