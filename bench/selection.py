@@ -16,7 +16,7 @@ as the real-data bench choose examples under the same budget and rendering:
 It prints mean tool recall (the share of the task's tools, among those the template knows, that
 the chosen examples show, out of at most the number of examples allowed), precision (the share of
 chosen examples whose tool the task used) and F1, at warm-up's default of 8 examples, and the same
-at 2 and 4; and, at 8, the share of the examples shown that are calls the task itself made (the
+at 2, 3 and 4; and, at 8, the share of the examples shown that are calls the task itself made (the
 same tool with the same arguments): how close the examples come, beyond their tools. ``--quick`` uses a small database and finishes in a few seconds.
 
     .venv/bin/python bench/selection.py
@@ -37,7 +37,7 @@ FULL_SESSIONS = 400
 QUICK_SESSIONS = 80
 HOLD_OUT_EVERY = 5  # every 5th session is held out: 20%
 SEED = 7
-SWEEP = (2, 4)
+SWEEP = (2, 3, 4)
 RULES = ("kindling", "first-N", "most-frequent", "one-per-tool", "oracle")
 
 

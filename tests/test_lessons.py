@@ -277,7 +277,8 @@ def test_the_warm_up_shows_lessons_for_the_tools_it_shows() -> None:
     assert plain.lessons == [] and LESSONS_INTRO not in json.dumps(plain.messages)
     assert plain.tools == result.tools
     # Never a lesson of a tool the agent does not have.
-    limited = warm_conversation(template, task, tools=["get_order_details", "return_delivered_order_items"])
+    agent_tools = ["find_user_id_by_name_zip", "get_order_details", "return_delivered_order_items"]
+    limited = warm_conversation(template, task, tools=agent_tools)
     assert [x["tool"] for x in limited.lessons] == ["get_order_details"]
     assert "find_user_id_by_email" not in json.dumps(limited.messages)
 

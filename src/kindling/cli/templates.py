@@ -673,7 +673,12 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
-        console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
+        if result.general:
+            console.print(
+                f"General examples, not matched to the task: {result.reason}.", markup=False, highlight=False
+            )
+        else:
+            console.print(f"Tools: {result.reason}.", markup=False, highlight=False)
         if result.lessons:
             shown = "; ".join(f"{x['tool']}: {x['error_class']} ({x['sessions']})" for x in result.lessons)
             console.print(f"Lessons (past sessions): {shown}.", markup=False, highlight=False)

@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from kindling.templates.words import MAX_TRAINING, episode_text, features, words
 if TYPE_CHECKING:
     from kindling.warmup.query import Query
 
-__all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "words"]
+__all__ = ["Choice", "TaskEvidence", "choose_tools", "features", "list_f1", "model_list", "words"]
 
 # How past tasks and new tasks are read into words lives with the templates (their summaries for
 # choosing read them the same way); the names stay importable from here.
@@ -48,9 +48,16 @@ L2 = 0.1  # ridge strength of the per-tool models: weak, so one telling word in 
 _ITERATIONS = 300
 _STEP = 2.0
 _CONVERGED = 1e-4  # stop once no weight moves more than this in a step
-RECALL_WEIGHT = 1.3  # F-beta's beta in choose_tools: recall counts more than precision
+RECALL_WEIGHT = 1.5  # F-beta's beta in choose_tools: recall counts more than precision
 MIN_DOCUMENT_FREQUENCY = 2  # a word seen in one past task only says nothing general
 MAX_VOCABULARY = 20000
+TRUST_FOLDS = 3  # folds by task that judge the word models against the general list
+TRUST_ROWS = 300  # the newest past tasks they are judged on: enough to judge, and a first warm-up stays quick
+
+
+def _task_key(episode: Episode, index: int) -> str:
+    """The task an episode ran: its task id, else itself alone."""
+    return f"task:{episode.task_id}" if episode.task_id is not None else f"run:{index}"
 
 
 def _task_tools(episodes: Sequence[Episode]) -> list[set[str]]:
@@ -97,27 +104,32 @@ class TaskEvidence:
         feats = [feats[i] for i in train]
         n = len(train)
         # The design matrix is sparse (a request has a few dozen features): rows as index lists.
-        indptr = [0]
-        columns: list[int] = []
-        values: list[float] = []
-        for fs in feats:
-            row = sorted({self.vocabulary[f] for f in fs if f in self.vocabulary})
-            columns.extend(row)
-            values.extend([1.0 / max(1.0, math.sqrt(len(row)))] * len(row))
-            indptr.append(len(columns))
-        x = _Sparse(
-            np.asarray(indptr, dtype=np.int64),
-            np.asarray(columns, dtype=np.int64),
-            np.asarray(values),
-            len(self.vocabulary),
-        )
+        self._rows = [sorted({self.vocabulary[f] for f in fs if f in self.vocabulary}) for fs in feats]
+        self._train = list(train)
+        x = _design(self._rows, len(self.vocabulary))
         y = np.zeros((n, len(self.tools)), dtype=np.float64)
         column_of = {t: i for i, t in enumerate(self.tools)}
         needed = _task_tools(self.episodes)
+        # What every past task needed, as rows of a 0/1 matrix over the tools: the general list is
+        # learned from it, and candidate lists are scored against it.
+        self.truth = np.zeros((len(self.episodes), len(self.tools)), dtype=np.float64)
+        for episode_index, tools_needed in enumerate(needed):
+            for tool in tools_needed:
+                self.truth[episode_index, column_of[tool]] = 1.0
+        self._general: dict[tuple[Any, ...], list[str]] = {}
+        # A past task counts once however many runs of it there are: each run weighs 1/runs.
+        runs_of = Counter(_task_key(e, i) for i, e in enumerate(self.episodes))
+        self.task_weight = np.array(
+            [1.0 / runs_of[_task_key(e, i)] for i, e in enumerate(self.episodes)], dtype=np.float64
+        )
         for row_index, episode_index in enumerate(train):
             for tool in needed[episode_index]:
                 y[row_index, column_of[tool]] = 1.0
         self.weights, self.bias = _fit_logistic(x, y)
+        self._y = y
+        self._trust: dict[tuple[Any, ...], float] = {}
+        self._held_out: np.ndarray | None = None
+        self._fold_models: list[tuple[np.ndarray, np.ndarray]] = []
         # TF-IDF over words for similarity between tasks.
         wdf = Counter(w for ws in word_lists for w in set(ws))
         self.idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in wdf.items()}
@@ -151,18 +163,244 @@ class TaskEvidence:
         """True when ``task`` shares at least one feature with the past tasks' requests."""
         return any(f in self.vocabulary for f in _features_of(task))
 
-    def probabilities(self, task: str | Query, allowed: Collection[str] | None = None) -> dict[str, float]:
+    def probabilities(
+        self, task: str | Query, allowed: Collection[str] | None = None, *, judged: bool = False
+    ) -> dict[str, float]:
         """Return, per tool the past tasks used (and ``allowed`` permits), the probability that
-        ``task`` needs it. Unknown words leave the base rates."""
+        ``task`` needs it. Unknown words leave the base rates. ``judged``: the mean of the models
+        that were judged against the general list (``trust``), whose claims its threshold is for.
+        """
         x = np.zeros(len(self.vocabulary), dtype=np.float64)
         for f in _features_of(task):
             column = self.vocabulary.get(f)
             if column is not None:
                 x[column] = 1.0
         x /= max(1.0, math.sqrt(float(x.sum())))
-        z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
-        p = 1.0 / (1.0 + np.exp(-z))
+        if judged:
+            self._out_of_fold()  # fits the judged models, once
+        if judged and self._fold_models:
+            p = np.mean([1.0 / (1.0 + np.exp(-(x @ w + b))) for w, b in self._fold_models], axis=0)
+        else:
+            z = x @ self.weights + self.bias if len(self.tools) else np.zeros(0)
+            p = 1.0 / (1.0 + np.exp(-z))
         return {t: float(p[i]) for i, t in enumerate(self.tools) if allowed is None or t in allowed}
+
+    def general_list(self, slots: int, available: Mapping[str, int] | None = None) -> list[str]:
+        """Return the one list of tools (a tool may repeat) that serves the past tasks best: the
+        highest mean F-score over every past task, whatever it asked, with at most ``slots``
+        examples. Recall weighs ``RECALL_WEIGHT`` as in ``choose_tools``: a fallback that shows one
+        tool many times would leave out tools a task needs as often as a choice that shows too many.
+
+        Built greedily (each step adds the tool that raises the mean most, and it stops when none
+        does); ``available`` caps each tool's repeats at the examples it has (a tool missing from
+        it has none). Cached per setting: a template's evidence is built once per version.
+        """
+        key = (slots, None if available is None else tuple(sorted(available.items())))
+        found = self._general.get(key)
+        if found is not None:
+            return list(found)
+        cap = np.array(
+            [slots if available is None else available.get(t, 0) for t in self.tools], dtype=np.int64
+        )
+        order = np.argsort(-self.truth.sum(axis=0), kind="stable")  # ties: the tool more tasks need
+        counts = np.zeros(len(self.tools), dtype=np.float64)
+        chosen: list[str] = []
+        best = 0.0
+        for _ in range(max(0, slots)):
+            trials = [column for column in order if counts[column] < cap[column]]
+            if not trials:
+                break
+            lists = np.repeat(counts[None, :], len(trials), axis=0)
+            lists[np.arange(len(trials)), trials] += 1.0
+            scores = list_f1(lists, self.truth, slots, beta=RECALL_WEIGHT) @ self.task_weight
+            pick = int(np.argmax(scores))
+            if scores[pick] <= best + 1e-12:
+                break
+            best = float(scores[pick])
+            counts[trials[pick]] += 1.0
+            chosen.append(self.tools[trials[pick]])
+        self._general[key] = chosen
+        return list(chosen)
+
+    def _judged(self) -> np.ndarray:
+        """The training rows the word models are judged on: the newest ``TRUST_ROWS``."""
+        return np.arange(max(0, len(self._train) - TRUST_ROWS), len(self._train))
+
+    def _out_of_fold(self) -> np.ndarray:
+        """Return, per judged training row (``_judged``), the tool probabilities of models that
+        never saw its task.
+
+        The rows are split by task (runs of one task stay together) into ``TRUST_FOLDS`` folds; each
+        fold is predicted by word models fitted on the others, as the real models are fitted.
+        """
+        if self._held_out is not None:
+            return self._held_out
+        judged = self._judged()
+        keys = [_task_key(self.episodes[self._train[row]], self._train[row]) for row in judged]
+        fold_of_key = {key: index % TRUST_FOLDS for index, key in enumerate(dict.fromkeys(keys))}
+        folds = np.array([fold_of_key[key] for key in keys], dtype=np.int64)
+        held_out = np.zeros((len(judged), len(self.tools)))
+        for fold in range(TRUST_FOLDS):
+            inside = judged[folds != fold]
+            outside = np.flatnonzero(folds == fold)
+            if not len(outside) or not len(inside):
+                held_out[outside] = self._y.mean(axis=0) if len(self._y) else 0.0
+                continue
+            weights, bias = _fit_logistic(
+                _design([self._rows[i] for i in inside], len(self.vocabulary)), self._y[inside]
+            )
+            self._fold_models.append((weights, bias))
+            z = _design([self._rows[i] for i in judged[outside]], len(self.vocabulary)).dot(weights) + bias
+            held_out[outside] = 1.0 / (1.0 + np.exp(-z))
+        self._held_out = held_out
+        return held_out
+
+    def trust(self, slots: int, available: Mapping[str, int]) -> float:
+        """Return how much expected gain the word models must claim before their choice is shown
+        instead of the general list: learned on the past tasks themselves, each judged by models
+        that never saw it (``_out_of_fold``).
+
+        For every past task the models' choice (``choose_tools``) and the general list are scored
+        against what it needed; the threshold keeps the models' choice exactly where, in order of
+        the gain they claimed, it did better in sum. Where it never did, the threshold is infinite
+        and the general list always shows: never worse than that list, on the past tasks' record.
+        """
+        key = (slots, tuple(sorted(available.items())))
+        found = self._trust.get(key)
+        if found is not None:
+            return found
+        general = self.general_list(slots, available)
+        probabilities = self._out_of_fold()
+        claimed: list[float] = []
+        gained: list[float] = []
+        episodes = np.asarray(self._train, dtype=np.int64)[self._judged()]
+        truth = self.truth[episodes]
+        weight = self.task_weight[episodes]
+        for row, p in enumerate(probabilities):
+            if not truth[row].any():
+                continue
+            odds = {t: float(p[i]) for i, t in enumerate(self.tools) if available.get(t, 0) > 0}
+            shown = model_list(odds, slots, available)
+            lists = self.counts([shown, general])
+            claimed.append(float(np.subtract(*self.expected_f1(lists, odds, slots))))
+            real = list_f1(lists, truth[row][None, :], slots)[:, 0]
+            gained.append(float(real[0] - real[1]) * weight[row])
+        threshold = math.inf
+        if claimed:
+            order = np.argsort(-np.asarray(claimed), kind="stable")
+            total = np.cumsum(np.asarray(gained)[order])
+            best = int(np.argmax(total))
+            if total[best] > 1e-9:
+                # Between the last task kept and the next: the models' choice where they claim more.
+                # Where it did better on every past task, it shows wherever it claims any gain.
+                cut = [claimed[i] for i in order]
+                threshold = (
+                    (cut[best] + cut[best + 1]) / 2 if best + 1 < len(cut) else min(0.0, cut[best] - 1e-9)
+                )
+        self._trust[key] = threshold
+        return threshold
+
+    def counts(self, lists: Sequence[Sequence[str]]) -> np.ndarray:
+        """Return ``lists`` as rows of examples per tool (tools the past tasks never used drop out)."""
+        column_of = {t: i for i, t in enumerate(self.tools)}
+        matrix = np.zeros((len(lists), len(self.tools)), dtype=np.float64)
+        for row, tools in enumerate(lists):
+            for tool in tools:
+                column = column_of.get(tool)
+                if column is not None:
+                    matrix[row, column] += 1.0
+        return matrix
+
+    def expected_f1(self, lists: np.ndarray, probabilities: Mapping[str, float], slots: int) -> np.ndarray:
+        """Return each list's expected F1 when each tool is needed with its probability, independently."""
+        p = np.array([probabilities.get(t, 0.0) for t in self.tools], dtype=np.float64)
+        return np.array([_expected_list_f1(row, p, slots) for row in lists])
+
+
+def model_list(probabilities: Mapping[str, float], slots: int, available: Mapping[str, int]) -> list[str]:
+    """Return the tools of the examples the word models' choice shows (``choose_tools``): the chosen
+    tools once each, then further examples of the surest, and when its run out of the next."""
+    choice = choose_tools(dict(probabilities), slots, available)
+    shown = list(choice.tools)
+    for tool in choice.tools:
+        spare = max(0, available.get(tool, 1) - 1)
+        while spare and len(shown) < choice.examples:
+            shown.append(tool)
+            spare -= 1
+    return shown
+
+
+def _expected_list_f1(counts: np.ndarray, p: np.ndarray, slots: int) -> float:
+    """Expected F1 of showing ``counts`` examples per tool when tool i is needed with ``p[i]``."""
+    total = int(counts.sum())
+    if total == 0:
+        return 0.0
+    shown = np.flatnonzero(counts > 0)
+    # Joint distribution of (distinct shown tools needed, examples whose tool is needed).
+    joint = np.zeros((len(shown) + 1, total + 1))
+    joint[0, 0] = 1.0
+    for column in shown:
+        c = int(counts[column])
+        moved = np.zeros_like(joint)
+        moved[1:, c:] = joint[:-1, : total + 1 - c]
+        joint = joint * (1.0 - p[column]) + moved * p[column]
+    # How many tools not shown are needed, capped at ``slots``.
+    beyond = [1.0] + [0.0] * slots
+    for column in np.flatnonzero(counts == 0):
+        beyond = _add_tool(beyond, float(p[column]))
+    hits = np.arange(len(shown) + 1, dtype=np.float64)[:, None, None]
+    correct = np.arange(total + 1, dtype=np.float64)[None, :, None]
+    missing = np.arange(slots + 1, dtype=np.float64)[None, None, :]
+    recall = np.divide(
+        hits, np.minimum(hits + missing, slots), out=np.zeros((len(shown) + 1, 1, slots + 1)), where=hits > 0
+    )
+    precision = correct / total
+    denominator = recall + precision
+    f1 = np.divide(
+        2 * recall * precision,
+        denominator,
+        out=np.zeros(np.broadcast_shapes(recall.shape, precision.shape)),
+        where=denominator > 0,
+    )
+    return float((f1 * joint[:, :, None] * np.asarray(beyond)[None, None, :]).sum())
+
+
+def _design(rows: Sequence[Sequence[int]], width: int) -> _Sparse:
+    """Return the sparse design matrix of ``rows`` (each a row's feature columns), rows normalised."""
+    indptr = [0]
+    columns: list[int] = []
+    values: list[float] = []
+    for row in rows:
+        columns.extend(row)
+        values.extend([1.0 / max(1.0, math.sqrt(len(row)))] * len(row))
+        indptr.append(len(columns))
+    return _Sparse(
+        np.asarray(indptr, dtype=np.int64), np.asarray(columns, dtype=np.int64), np.asarray(values), width
+    )
+
+
+def list_f1(
+    lists: np.ndarray,
+    truth: np.ndarray,
+    slots: int,
+    lengths: Sequence[int] | None = None,
+    beta: float = 1.0,
+) -> np.ndarray:
+    """Return the F1 (F-beta with ``beta``) of each list (rows of ``lists``: examples per tool)
+    against each task (rows of ``truth``: 0/1 per tool), as ``bench/selection.py`` scores a warm-up: recall is the share of
+    the task's tools shown, out of at most ``slots``; precision the share of examples whose tool
+    the task needs. ``lengths`` counts examples of tools ``truth`` does not know (never needed).
+    A task that needs no tool scores 0 for every list.
+    """
+    shown = lists.sum(axis=1) if lengths is None else np.asarray(lengths, dtype=np.float64)
+    hits = (lists > 0).astype(np.float64) @ truth.T
+    correct = lists @ truth.T
+    needed = np.minimum(truth.sum(axis=1), slots)[None, :]
+    recall = np.divide(hits, needed, out=np.zeros_like(hits), where=needed > 0)
+    precision = np.divide(correct, shown[:, None], out=np.zeros_like(correct), where=shown[:, None] > 0)
+    weight = beta * beta
+    total = weight * precision + recall
+    return np.divide((1 + weight) * recall * precision, total, out=np.zeros_like(total), where=total > 0)
 
 
 def _features_of(task: str | Query) -> Collection[str]:

@@ -13,10 +13,12 @@ type and tags, then least use, then the name only break ties.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from kindling.mining.model import OutcomeStatus
 from kindling.templates.index import choice_index, summary_of
@@ -38,18 +40,26 @@ __all__ = [
 ]
 
 SIMILAR_LIMIT = 20
+# Below this similarity no past task is taken to say anything about the new task: its examples
+# are the general list's, and the warm-up says so. TF-IDF cosine: 0.15 is a word or two in common.
+SIMILARITY_FLOOR = 0.15
 _REQUEST_PREVIEW = 160
 
 
 @dataclass
 class Plan:
-    """The examples to offer, in order, and why: the tools' evidence and the past tasks used."""
+    """The examples to offer, in order, and why: the tools' evidence and the past tasks used.
+
+    ``general`` is True when the examples are the general list (the one that served all past tasks
+    best) rather than matched to the task: no task, no past task similar enough, or too little gain.
+    """
 
     candidates: list[Shown]
     tools: list[str]
     evidence: dict[str, float] = field(default_factory=dict)
     past_tasks: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    general: bool = False
 
 
 _CACHE: OrderedDict[tuple[Any, ...], TaskEvidence] = OrderedDict()
@@ -187,11 +197,17 @@ def plan_examples(
             used_from.setdefault(source.index, source)
             drawn_from[index] = source
 
+    # Past tasks below the similarity floor say nothing about this one: their examples are not
+    # shown as matched to it. A tool none of the others holds shows its most frequent example.
+    near = [s for s in by_similarity if s.similarity >= SIMILARITY_FLOOR]
+    similar = [s for s in similar if s.similarity >= SIMILARITY_FLOOR]
+    for tool, indices in by_tool.items():
+        by_tool[tool] = sorted(indices, key=lambda i: -examples[i].count)
     # One example of every chosen tool first, from the most similar past task that holds one (the
-    # closest often called a tool whose example another task holds), else any example of it.
+    # closest often called a tool whose example another task holds), else a general one of it.
     for tool in chosen:
         pick: tuple[int, Similar | None] | None = next(
-            ((i, s) for s in by_similarity for name, i in calls[s.index] if name == tool and i not in taken),
+            ((i, s) for s in near for name, i in calls[s.index] if name == tool and i not in taken),
             None,
         )
         if pick is None:
@@ -215,6 +231,54 @@ def plan_examples(
                 break
             if index not in taken:
                 take(index, source)
+    # Never worse than one fixed list: the task-matched choice gives way to the list that served all
+    # past tasks best (``general_list``) when there is no task, when no past task is similar enough,
+    # or when the gain the word models claim for it is below what their record on the past tasks
+    # themselves warrants (``TaskEvidence.trust``): weak evidence leaves the general list.
+    general = evidence.general_list(max_examples, {t: len(by_tool[t]) for t in probabilities})
+    best = by_similarity[0].similarity if by_similarity else 0.0
+    matched = [examples[i].tool_name for i in taken]
+    if not query.text.strip():
+        fallback = "no task given, so they are chosen without one: the list that served"
+    elif best < SIMILARITY_FLOOR:
+        fallback = (
+            f"no past task is similar enough (best similarity {best:.2f}, below {SIMILARITY_FLOOR:.2f}): "
+            "the list that served"
+        )
+    elif general and sorted(general) != sorted(matched):
+        available = {t: len(by_tool[t]) for t in probabilities}
+        lists = evidence.counts([matched, general])
+        # The gain is claimed by the models that were judged (fitted without each past task), so
+        # it is read against the threshold their own record set.
+        threshold = evidence.trust(max_examples, available)
+        judged = evidence.probabilities(query, set(probabilities), judged=True)
+        claimed = float(np.subtract(*evidence.expected_f1(lists, judged, max_examples)))
+        fallback = (
+            f"{len(similar)} past tasks resemble this one (best similarity {best:.2f}), but what the task says "
+            f"gains too little over the list that served"
+            if not claimed > threshold
+            else ""
+        )
+    else:
+        fallback = ""
+    if fallback and general:
+        taken.clear()
+        used_from.clear()
+        drawn_from.clear()
+        sources = near
+        wanted = Counter(general)
+        for tool in dict.fromkeys(general):
+            found: list[tuple[int, Similar | None]] = [
+                (i, s) for s in sources for name, i in calls[s.index] if name == tool
+            ]
+            found.extend((i, None) for i in by_tool[tool])
+            for index, source in found:
+                if wanted[tool] <= 0:
+                    break
+                if index not in taken:
+                    take(index, source)
+                    wanted[tool] -= 1
+        chosen = list(dict.fromkeys(general))
     # An example is shown under the request of the past task it was drawn from: the same call, when
     # another session's example shows it (its arguments are the same; its result is that session's).
     candidates = []
@@ -232,14 +296,23 @@ def plan_examples(
         }
         for s in sorted(used_from.values(), key=lambda s: (-s.similarity, s.index))
     ]
-    if similar:
+    if fallback and general:
+        reason = f"{fallback} the {len(episodes)} past tasks best"
+    elif similar:
         reason = (
             f"{len(similar)} past tasks resemble this one (best similarity {similar[0].similarity:.2f}); "
             f"tools shown where the evidence from all {len(episodes)} past tasks makes them worth it"
         )
     else:
         reason = f"no past task resembles this one: the tools most of the {len(episodes)} past tasks used"
-    return Plan(candidates, chosen, {t: round(p, 3) for t, p in sorted(probabilities.items())}, past, reason)
+    return Plan(
+        candidates,
+        chosen,
+        {t: round(p, 3) for t, p in sorted(probabilities.items())},
+        past,
+        reason,
+        general=bool(fallback and general),
+    )
 
 
 def _legacy_plan(template: Template, task: str, usable: list[int], allowed: set[str] | None) -> Plan:
@@ -306,6 +379,13 @@ def choose_template(
 def why_template(template: Template, task: str | Query, considered: int) -> str:
     """Return one sentence on why ``template`` was chosen among ``considered`` templates."""
     fit = template_fit(template, task)
+    if not as_query(task).text.strip():
+        if considered <= 1:
+            return "the only template with usable examples; no task given, so it is chosen without one"
+        return (
+            f"no task given, so chosen without one among {considered} templates "
+            "(by task type, then least used, then name)"
+        )
     if considered <= 1:
         return f"the only template with usable examples (fit {fit:.2f})"
     return f"its past tasks fit the task best of {considered} templates (fit {fit:.2f})"

@@ -28,7 +28,8 @@ class WarmResult:
 
     ``evidence`` maps each tool the agent has to the probability the past tasks give it for this
     task; ``past_tasks`` lists the past tasks the examples came from (most similar first);
-    ``reason`` says how the tools were chosen and ``template_reason`` why this template.
+    ``reason`` says how the tools were chosen and ``template_reason`` why this template;
+    ``general`` is True when the examples are the general list, not matched to the task.
     ``lessons`` lists the lessons shown (tool, error class, sessions, sessions with a fix, and the
     provenance of the pair shown: source, session, tenant, verified).
     """
@@ -44,6 +45,7 @@ class WarmResult:
     reason: str = ""
     template_reason: str = ""
     lessons: list[dict[str, Any]] = field(default_factory=list)
+    general: bool = False
 
     def as_dict(self, fmt: str = "openai") -> dict[str, Any]:
         """Return ``{"template", "messages", "estimated_tokens", "why", ...}``; ``fmt="anthropic"`` converts."""
@@ -59,6 +61,7 @@ class WarmResult:
             "why": {
                 "template": self.template_reason or "named by the caller",
                 "tools": self.reason,
+                "general": self.general,
                 "past_tasks": self.past_tasks,
                 "evidence": self.evidence,
             },
@@ -155,6 +158,7 @@ def warm_conversation(
         plan.evidence,
         plan.reason,
         lessons=[_shown_lesson(x) for x in shown_lessons],
+        general=plan.general,
     )
 
 
