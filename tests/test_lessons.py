@@ -27,7 +27,7 @@ from kindling.templates.store import SqlStore
 from kindling.warmup.build import FRAME_END, lesson_line
 from kindling.warmup.convert import to_anthropic, to_responses_items
 from kindling.warmup.inject import inject, validate_conversation
-from kindling.warmup.lessons import LESSON_SHARE, MIN_RELEVANCE
+from kindling.warmup.lessons import LESSON_SHARE
 from kindling.warmup.tokens import estimate_message_tokens
 from kindling.warmup.warm import warm_conversation
 
@@ -263,8 +263,8 @@ def test_the_warm_up_shows_lessons_for_the_tools_it_shows() -> None:
     template = build([retail_session(i) for i in range(4)])
     task = "I want to return a kettle from my order, my email is zed@example.com"
     result = warm_conversation(template, task)
-    for lesson in result.lessons:  # a tool shown, or one the task's evidence makes relevant
-        assert lesson["tool"] in result.tools or result.evidence[lesson["tool"]] >= MIN_RELEVANCE
+    for lesson in result.lessons:  # a tool shown, or another of the tools the template knows
+        assert lesson["tool"] in result.tools or lesson["tool"] in result.evidence
     assert result.lessons and result.lessons[0]["sessions"] == 4
     provenance = result.lessons[0]["provenance"]  # where the pair shown came from, as an example's
     assert provenance["source"] == "tau-bench" and provenance["session_id"].startswith("s")
@@ -446,3 +446,16 @@ def test_a_build_from_a_hermes_database_keeps_lessons_but_none_from_a_poisoned_s
     assert all(pair.fix and pair.fix.arguments["command"].startswith("sudo") for pair in lesson.pairs)
     assert built.as_dict()["template"]["lessons"] == len(built.template.lessons)
     assert built.as_dict()["mining"]["filtered"]["lessons_prompt_injection"] == 1  # counted, not silent
+
+
+def test_failed_and_errored_sessions_teach_lessons_but_give_no_episodes() -> None:
+    import dataclasses
+
+    ok = retail_session(0)
+    failed = dataclasses.replace(retail_session(1), reward=0.0)
+    errored = dataclasses.replace(retail_session(2), end_reason="error")
+    template = build([ok, failed, errored])
+    assert [e.session_id for e in template.episodes] == ["s0"]
+    by_class = {(x.tool_name, x.error_class): x for x in template.lessons}
+    assert by_class[("get_order_details", "order <id> not found")].sessions == 3
+    assert by_class[("find_user_id_by_email", "user not found")].sessions == 3

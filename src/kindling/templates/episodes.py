@@ -160,12 +160,17 @@ class EpisodeCollector:
             fnmatch.fnmatchcase(session.source or "", p) for p in self.sources
         ):
             return
-        if session.end_reason and session.end_reason.lower() in self.end_reasons:
-            return
-        if self.skip_zero_reward and session.reward is not None and session.reward <= 0:
-            return
         calls = paired_calls(session, self.classify, trivial=self.trivial)
+        # A failed call and what worked next teach as much in a task that failed or ended in an error
+        # as in one that succeeded (failures are commoner there): lessons come from all of them,
+        # episodes only from successes.
         failures = self.lessons.add(session, calls)
+        if (session.end_reason and session.end_reason.lower() in self.end_reasons) or (
+            self.skip_zero_reward and session.reward is not None and session.reward <= 0
+        ):
+            if failures and instruction_in(_instruction(session) or opening_request(session)):
+                self.lessons.drop_sessions((session.id,))
+            return
         episode = episode_of(
             session,
             self.classify,

@@ -10,41 +10,59 @@ would be cut to fewer tools than the warm-up shows without them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kindling.mining.model import Lesson
 from kindling.warmup.build import lesson_line, lessons_message
 from kindling.warmup.tokens import estimate_message_tokens
 
-__all__ = ["LESSON_SHARE", "MIN_RELEVANCE", "SHOWN_RELEVANCE", "lessons_cost", "rank_lessons", "within_share"]
+__all__ = [
+    "LESSON_SHARE",
+    "SHOWN_RELEVANCE",
+    "UNKNOWN_RELEVANCE",
+    "lessons_cost",
+    "rank_lessons",
+    "within_share",
+]
 
 #: The most of a warm-up's estimated tokens its lessons may take.
 LESSON_SHARE = 0.25
 #: A tool the examples show ranks its lessons at least at this relevance.
 SHOWN_RELEVANCE = 0.5
-#: A tool the examples do not show has its lessons shown when the task's evidence for it is this high.
-MIN_RELEVANCE = 0.02
+#: The relevance of a tool the agent has that the task's evidence does not know (the template has
+#: lessons for it but no example): its lessons come last, where the quarter leaves room.
+UNKNOWN_RELEVANCE = 0.01
 
 
 def rank_lessons(
-    lessons: Sequence[Lesson], tools: Sequence[str], evidence: Mapping[str, float]
+    lessons: Sequence[Lesson],
+    tools: Sequence[str],
+    evidence: Mapping[str, float],
+    agent_tools: Collection[str] | None = None,
 ) -> list[Lesson]:
-    """Return the lessons of ``tools`` (the tools the examples show) and of the other tools the
-    task's ``evidence`` makes relevant (at least ``MIN_RELEVANCE``), best first: sessions times the
-    tool's relevance (its evidence; a shown tool at least ``SHOWN_RELEVANCE``, and 1 when the plan
-    has no evidence), then sessions, tool and error class."""
+    """Return the lessons of the tools the agent has (``agent_tools``; None: any), best first:
+    sessions times the tool's relevance, then sessions, tool and error class.
+
+    A tool's relevance is the task's ``evidence`` for it, at least ``SHOWN_RELEVANCE`` for the
+    ``tools`` the examples show, ``UNKNOWN_RELEVANCE`` for one the evidence does not know, and 1
+    for every tool when the plan has no evidence. What is shown is then cut to a quarter of the
+    warm-up's tokens, so lessons of tools the task makes likely come first and the rest fill room
+    that is left, as the general list of examples does where the task says little.
+    """
     shown = set(tools)
 
     def weight(lesson: Lesson) -> float:
         if not evidence:
             return 1.0
-        p = evidence.get(lesson.tool_name, 0.0)
+        p = evidence.get(lesson.tool_name, UNKNOWN_RELEVANCE)
         return max(p, SHOWN_RELEVANCE) if lesson.tool_name in shown else p
 
     chosen = [
         lesson
         for lesson in lessons
-        if lesson.tool_name in shown or (evidence and evidence.get(lesson.tool_name, 0.0) >= MIN_RELEVANCE)
+        if lesson.tool_name in shown
+        or (agent_tools is None and bool(evidence))
+        or (agent_tools is not None and lesson.tool_name in agent_tools)
     ]
     return sorted(
         chosen,

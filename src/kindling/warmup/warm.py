@@ -142,7 +142,7 @@ def warm_conversation(
     shown_lessons: list[Lesson] = []
     if lessons and template.lessons and selection.examples:
         selection, messages, shown_lessons = _with_lessons(
-            template, plan, selection, messages, budget, fill, render
+            template, plan, selection, messages, budget, fill, render, tools
         )
     shown = list(dict.fromkeys(e.tool_name for e in selection.examples))
     sessions = {s.past_task or s.example.session_id for s in selection.shown}
@@ -189,6 +189,7 @@ def _with_lessons(
     budget: int,
     fill: Callable[[int], Selection],
     render: Callable[[Selection, Sequence[str]], list[dict[str, Any]]],
+    agent_tools: Collection[str] | None = None,
 ) -> tuple[Selection, list[dict[str, Any]], list[Lesson]]:
     """Return the selection and messages with the lessons that fit, and those lessons.
 
@@ -197,7 +198,7 @@ def _with_lessons(
     warm-up showed without them (the last lesson goes first).
     """
     tools = list(dict.fromkeys(e.tool_name for e in selection.examples))
-    ranked = rank_lessons(template.lessons, tools, plan.evidence)
+    ranked = rank_lessons(template.lessons, tools, plan.evidence, agent_tools)
     if not ranked:
         return selection, messages, []
     base = estimate_conversation_tokens(messages)
