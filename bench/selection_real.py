@@ -9,7 +9,7 @@ whose expected actions are identical, such as tau2's twin tasks, count as one; t
 the readers, which recover the real task of the ToolOrchestra file from its action checks). A
 fixed-seed k-fold split over tasks holds every task out once; a template is built from the
 successful runs of the other folds with kindling's own build (episodes, per-tool coverage,
-personal-data scrubbing on).
+personal-data scrubbing on), its lessons from all of their runs, as `kindling build` learns them.
 
 For every run of a held-out task, the query is the new task as described, the same way a past
 task is known in a template: the benchmark's instruction where the format has one (tau-bench's
@@ -351,6 +351,10 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
     for fold in folds_of(groups, k):
         train = [r.session for r in runs if r.group not in fold and r.success]
         template = template_from_sessions("bench", train, min_messages=0)
+        # Lessons from every training run, failed ones too, as `kindling build` learns them.
+        everything = [r.session for r in runs if r.group not in fold]
+        learned = template_from_sessions("lessons", everything, min_messages=0).lessons
+        template = template.model_copy(update={"lessons": learned})
         counts["templates"].append((len(template.examples), len(template.episodes)))
         context = {
             "by_use": _ordered_by_use(template),

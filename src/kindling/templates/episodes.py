@@ -27,7 +27,7 @@ from kindling.mining.passes import canonical_key
 from kindling.mining.patterns import personal_data_scrubber
 from kindling.mining.personal import PersonalDataScrubber
 from kindling.mining.redact import SecretRedactor
-from kindling.mining.tasktype import opening_request
+from kindling.mining.tasktype import opening_request, request_text
 from kindling.sessions.model import Session
 from kindling.templates.model import Episode, EpisodeStep
 
@@ -91,10 +91,25 @@ def episode_of(
         for call_position, name, key in keys:
             call_keys[(session.id, call_position, name)] = key
     steps.sort(key=lambda step: step.position)
+    # The user message that led to each call, where that is a later turn than the opening ("my
+    # name is ..., zip ..." asked for the look-up): scrubbed with the opening, by the whole
+    # session's values, so a name said in one turn is replaced in every turn.
+    asked = _asked_before(session, [step.position for step in steps])
+    later = sorted({text for text in asked.values() if text and text != opening})
     if redact is not None:
         opening, request = redact.text(opening), redact.text(request)
+        later_texts = [redact.text(text) for text in later]
+    else:
+        later_texts = list(later)
     if scrubber is not None:
-        request, opening = scrubber.scrub_texts([request, opening], context=context)
+        request, opening, *later_texts = scrubber.scrub_texts(
+            [request, opening, *later_texts], context=context
+        )
+    shown = dict(zip(later, later_texts, strict=True))
+    for step in steps:
+        text = shown.get(asked.get(step.position, ""), "")
+        if text and text != opening:
+            step.request = text[:_REQUEST_CHARS]
     task_id = session.metadata.get("task_id")
     return Episode(
         session_id=session.id,
@@ -105,6 +120,26 @@ def episode_of(
         reward=session.reward,
         steps=steps,
     )
+
+
+def _asked_before(session: Session, positions: Sequence[int]) -> dict[int, str]:
+    """Return, for each call position, the last user message before it with a request in it."""
+    wanted = sorted(set(positions))
+    asked: dict[int, str] = {}
+    last, index = "", 0
+    for position, message in enumerate(session.messages):
+        while index < len(wanted) and wanted[index] <= position:
+            asked[wanted[index]] = last
+            index += 1
+        if index == len(wanted):
+            break
+        if message.role == "user" and message.content:
+            text = request_text(message.content)
+            if text:
+                last = text
+    for position in wanted[index:]:
+        asked[position] = last
+    return asked
 
 
 def _call_key(name: str, arguments: Any, raw_arguments: str | None) -> bytes:

@@ -165,7 +165,9 @@ class EpisodeStep(BaseModel):
     finds its example (``session_id`` and ``position``) when that example was kept. A template
     keeps one example per distinct call, shown by one of the sessions that made it; when another
     session's example is this very call (the same tool and arguments), ``example_session`` and
-    ``example_position`` name that example, so the past task still offers its call.
+    ``example_position`` name that example, so the past task still offers its call. ``request`` is
+    the user message that led to the call when that is a later turn than the task's opening
+    (scrubbed like the opening; empty when the opening asked for it).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -174,14 +176,18 @@ class EpisodeStep(BaseModel):
     position: int = 0
     example_session: str | None = None
     example_position: int | None = None
+    request: str = ""
 
     @model_serializer(mode="wrap")
     def _without_unset_link(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Most steps are their own example: no null pair on each of them in the template file.
+        # Most steps are their own example and follow the opening: no null pair and no empty
+        # request on each of them in the template file.
         data: dict[str, Any] = handler(self)
         if data.get("example_session") is None:
             data.pop("example_session", None)
             data.pop("example_position", None)
+        if not data.get("request"):
+            data.pop("request", None)
         return data
 
 

@@ -111,7 +111,7 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
 
 @dataclass(frozen=True)
 class Shown:
-    """One example to show and the request it is shown under (its past task's opening request).
+    """One example to show and the request it is shown under (the user message that led to its call).
 
     ``past_task`` is the session id of that past task when it is not the example's own: the same
     call, made by a past task whose example another session's shows.

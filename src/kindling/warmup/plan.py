@@ -138,6 +138,30 @@ def _calls_of(template: Template) -> list[list[tuple[str, int]]]:
     return calls
 
 
+_OWN: OrderedDict[int, tuple[list[Any], dict[str, Any]]] = OrderedDict()
+
+
+def _episodes_by_session(episodes: list[Any]) -> dict[str, Any]:
+    """``episodes`` by session id (cached per list, as ``_calls_of`` is)."""
+    seen = _OWN.get(id(episodes))
+    if seen is not None and seen[0] is episodes and len(seen[1]) <= len(episodes):
+        return seen[1]
+    found = {e.session_id: e for e in episodes}
+    _OWN[id(episodes)] = (episodes, found)
+    while len(_OWN) > _CACHE_SIZE:
+        _OWN.popitem(last=False)
+    return found
+
+
+def _step_request(episode: Any, example: Any) -> str:
+    """The request of ``episode``'s step whose call ``example`` shows ("" when the opening asked)."""
+    place = (example.session_id, example.position, example.tool_name)
+    for step in episode.steps:
+        if step.request and _example_place(episode.session_id, step) == place:
+            return str(step.request)
+    return ""
+
+
 def _example_place(session_id: str, step: EpisodeStep) -> tuple[str, int, str]:
     # Where the step's example is: its own call, or the same call kept from another session.
     if step.example_session is not None and step.example_position is not None:
@@ -279,14 +303,20 @@ def plan_examples(
                     take(index, source)
                     wanted[tool] -= 1
         chosen = list(dict.fromkeys(general))
-    # An example is shown under the request of the past task it was drawn from: the same call, when
-    # another session's example shows it (its arguments are the same; its result is that session's).
+    # An example is shown under the user message that led to its call in the past task it was drawn
+    # from (a later turn's "my name is ..., zip ..." asked for the look-up, not the opening "hi"),
+    # else under that task's opening request: the same call, when another session's example shows
+    # it (its arguments are the same; its result is that session's).
+    own = _episodes_by_session(episodes)
     candidates = []
     for i in taken:
         source = drawn_from.get(i)
         past_task = episodes[source.index].session_id if source is not None else examples[i].session_id
         shown_as = "" if past_task == examples[i].session_id else past_task
-        candidates.append(Shown(examples[i], opening.get(past_task, ""), shown_as))
+        episode = episodes[source.index] if source is not None else own.get(past_task)
+        asked = _step_request(episode, examples[i]) if episode is not None else ""
+        request = asked or opening.get(past_task, "")
+        candidates.append(Shown(examples[i], request, shown_as))
     past = [
         {
             "session_id": episodes[s.index].session_id,
