@@ -14,42 +14,20 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from kindling.confirm.server import ServerThread
 from kindling.confirm.store import ConfirmationStore
 from kindling.observe.tracing import start_tracing
+from metrics_support import Samples, moved, requests_of, samples_of
 from test_confirm_support import DaemonProcess, Tokens, auth, daemon_settings, make_tokens
 
 METRICS_TOKEN = "metrics-token-0123456789"
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(client: httpx.Client, token: str = METRICS_TOKEN) -> Samples:
     """Every sample of /metrics, parsed by prometheus-client, keyed by name and sorted labels."""
     response = client.get("/metrics", headers=auth(token))
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def moved(before: Samples, after: Samples) -> Samples:
-    """What changed between two scrapes (new series count from zero)."""
-    return {
-        key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)
-    }
-
-
-def requests_of(route: str, method: str, status: int) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return (
-        "kindling_http_requests_total",
-        (("method", method), ("route", route), ("status", str(status))),
-    )
+    return samples_of(response)
 
 
 def latency_count(route: str, method: str) -> tuple[str, tuple[tuple[str, str], ...]]:

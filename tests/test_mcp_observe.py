@@ -24,19 +24,17 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from kindling.integrations.mcp import McpSettings, http_app
 from kindling.observe.tracing import start_tracing
 from kindling.sessions import generate_sample_db
 from kindling.templates import build_template
+from metrics_support import Samples, moved, samples_of
 from test_confirm_support import SRC, free_port
 
 TOKEN = "mcp-bearer-token-0123456789"
 METRICS_TOKEN = "mcp-metrics-token-0123456789"
 SECRET = "SECRET-FACT-OF-THE-USER"
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 class Served:
@@ -68,19 +66,7 @@ def source(tmp_path: Path) -> Iterator[Path]:
 
 def scrape(root: str, token: str = METRICS_TOKEN) -> Samples:
     response = httpx.get(f"{root}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def moved(before: Samples, after: Samples) -> Samples:
-    return {
-        key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)
-    }
+    return samples_of(response)
 
 
 def calls_of(tool: str, outcome: str) -> tuple[str, tuple[tuple[str, str], ...]]:

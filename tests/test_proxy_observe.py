@@ -19,7 +19,6 @@ import openai
 import pytest
 import sqlalchemy as sa
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from fake_openai import FakeOpenAI, text, tool_call
 from kindling.observe.health import CachedReady
@@ -27,13 +26,12 @@ from kindling.observe.tracing import start_tracing
 from kindling.proxy import ProxyServer, ProxySettings
 from kindling.proxy.recorder import ProxyStore
 from kindling.proxy.tenants import TenantTokens
+from metrics_support import Samples, moved, requests_of, samples_of
 from proxy_support import TOOLS, running_proxy, save_template, wait_recorded
 from test_confirm_support import SRC, free_port
 
 METRICS_TOKEN = "proxy-metrics-token-0123456789"
 PROXY_TOKEN = "proxy-token-abcdefghijklmnop"
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(root: str, headers: dict[str, str] | None = None) -> Samples:
@@ -41,27 +39,7 @@ def scrape(root: str, headers: dict[str, str] | None = None) -> Samples:
     response = httpx.get(
         f"{root}/metrics", headers=headers or {"authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
     )
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def moved(before: Samples, after: Samples) -> Samples:
-    """What changed between two scrapes (new series count from zero)."""
-    return {
-        key: value - before.get(key, 0.0) for key, value in after.items() if value != before.get(key, 0.0)
-    }
-
-
-def requests_of(route: str, method: str, status: int) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return (
-        "kindling_http_requests_total",
-        (("method", method), ("route", route), ("status", str(status))),
-    )
+    return samples_of(response)
 
 
 def by_endpoint(name: str, endpoint: str) -> tuple[str, tuple[tuple[str, str], ...]]:
