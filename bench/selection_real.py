@@ -320,11 +320,11 @@ def folds_of(groups: Sequence[str], k: int) -> list[set[str]]:
     return [set(order[i::k]) for i in range(k)]
 
 
-def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -> dict[str, Any]:
-    """Run the k-fold benchmark; return the per-setting, per-method means and the counts."""
-    from kindling.templates.build import template_from_sessions
-    from kindling.warmup.tokens import estimate_conversation_tokens
-
+def _tasks(
+    runs: list[Run], groups_limit: int | None
+) -> tuple[dict[str, list[Run]], dict[str, set[str]], list[str]]:
+    """Return the runs per task, each task's truth (a): the tools at least half of its successful
+    runs used, and the tasks to hold out in order (every ``len // groups_limit``-th with a limit)."""
     by_group: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_group[run.group].append(run)
@@ -337,6 +337,15 @@ def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -
     groups = sorted(truth, key=_task_order)
     if groups_limit is not None:
         groups = groups[:: max(1, len(groups) // groups_limit)][:groups_limit]
+    return by_group, truth, groups
+
+
+def evaluate(runs: list[Run], k: int, groups_limit: int | None, verbose: bool) -> dict[str, Any]:
+    """Run the k-fold benchmark; return the per-setting, per-method means and the counts."""
+    from kindling.templates.build import template_from_sessions
+    from kindling.warmup.tokens import estimate_conversation_tokens
+
+    by_group, truth, groups = _tasks(runs, groups_limit)
     identifiers: dict[str, set[int]] = defaultdict(set)
     for index, run in enumerate(runs):
         for value in run.identifiers:
@@ -495,18 +504,7 @@ def evaluate_lessons(runs: list[Run], k: int, groups_limit: int | None) -> dict[
     from kindling.warmup.tokens import estimate_conversation_tokens, estimate_message_tokens
     from kindling.warmup.warm import warm_conversation
 
-    by_group: dict[str, list[Run]] = defaultdict(list)
-    for run in runs:
-        by_group[run.group].append(run)
-    truth: dict[str, set[str]] = {}
-    for group, members in by_group.items():
-        used = [_tools_that_worked(r.session) for r in members if r.success]
-        if used:
-            tools = set().union(*used)
-            truth[group] = {t for t in tools if 2 * sum(t in u for u in used) >= len(used)}
-    groups = sorted(truth, key=_task_order)
-    if groups_limit is not None:
-        groups = groups[:: max(1, len(groups) // groups_limit)][:groups_limit]
+    by_group, truth, groups = _tasks(runs, groups_limit)
     failures = {id(run): _failures(run.session) for run in runs}
     out: dict[int, dict[str, list[float]]] = {s: defaultdict(list) for s in SETTINGS}
     counts = {"failures": 0, "known": 0, "lessons": []}
