@@ -18,6 +18,8 @@ import re
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,17 @@ class TemplateStore(abc.ABC):
         return True
 
 
+@contextmanager
+def _reading(path: Path, name: str) -> Iterator[None]:
+    """Turn a failed read of template ``name``'s file into kindling's errors: missing is not found."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise _not_found(name) from None
+    except OSError as exc:
+        raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
+
+
 def _not_found(name: str, version: int | None = None) -> NotFoundError:
     what = f"Template {name!r}" if version is None else f"Version {version} of template {name!r}"
     return NotFoundError(f"{what} does not exist.", kind="template", name=name)
@@ -231,12 +244,8 @@ class JsonDirStore(TemplateStore):
         # size and inode; every write replaces the file) is not parsed again: a long-running warm-up
         # lists the whole store per new session, and parsing a template from thousands of sessions
         # costs a large part of a second.
-        try:
+        with _reading(path, name):
             info = path.stat()
-        except FileNotFoundError:
-            raise _not_found(name) from None
-        except OSError as exc:
-            raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
         stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
         key = (str(path), name)
         with _PARSED_LOCK:
@@ -249,12 +258,8 @@ class JsonDirStore(TemplateStore):
         return template
 
     def _read_with_format(self, path: Path, name: str) -> tuple[Template, str, bytes]:
-        try:
+        with _reading(path, name):
             raw = path.read_bytes()
-        except FileNotFoundError:
-            raise _not_found(name) from None
-        except OSError as exc:
-            raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -398,12 +403,8 @@ class JsonDirStore(TemplateStore):
         """
         path = self.path_for(name)
         with file_lock(path):
-            try:
+            with _reading(path, name):
                 raw = path.read_bytes()
-            except FileNotFoundError:
-                raise _not_found(name) from None
-            except OSError as exc:
-                raise StoreError(f"Cannot read {path}: {exc.strerror or exc}.", path=path) from exc
             counted = _count_use_in_place(raw)
             if counted is not None:
                 count, changed = counted
