@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -33,3 +36,17 @@ def requests_of(route: str, method: str, status: int) -> tuple[str, tuple[tuple[
         "kindling_http_requests_total",
         (("method", method), ("route", route), ("status", str(status))),
     )
+
+
+def wait_healthy(root: str, proc: subprocess.Popen[bytes], what: str, seconds: float = 30) -> None:
+    """Wait until the service ``proc`` runs answers ``{root}/health`` with 200 (fail if it exits)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, f"the {what} exited"
+        try:
+            if httpx.get(f"{root}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"the {what} did not start"
+        time.sleep(0.05)

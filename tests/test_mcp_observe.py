@@ -29,7 +29,7 @@ from kindling.integrations.mcp import McpSettings, http_app
 from kindling.observe.tracing import start_tracing
 from kindling.sessions import generate_sample_db
 from kindling.templates import build_template
-from metrics_support import Samples, moved, samples_of
+from metrics_support import Samples, moved, samples_of, wait_healthy
 from test_confirm_support import SRC, free_port
 
 TOKEN = "mcp-bearer-token-0123456789"
@@ -248,16 +248,7 @@ def test_http_logs_json_lines(source: Path) -> None:
         command, env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.DEVNULL, stderr=log
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "the server exited"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+        wait_healthy(f"http://127.0.0.1:{port}", proc, "server")
     finally:
         proc.terminate()
         proc.wait(10)

@@ -26,7 +26,7 @@ from kindling.observe.tracing import start_tracing
 from kindling.proxy import ProxyServer, ProxySettings
 from kindling.proxy.recorder import ProxyStore
 from kindling.proxy.tenants import TenantTokens
-from metrics_support import Samples, moved, requests_of, samples_of
+from metrics_support import Samples, moved, requests_of, samples_of, wait_healthy
 from proxy_support import TOOLS, running_proxy, save_template, wait_recorded
 from test_confirm_support import SRC, free_port
 
@@ -295,16 +295,7 @@ def test_proxy_logs_json_lines(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     )
     try:
         root = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "the proxy exited"
-            try:
-                if httpx.get(f"{root}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the proxy did not start"
-            time.sleep(0.05)
+        wait_healthy(root, proc, "proxy")
         # A body that is not JSON: forwarded unchanged, and one warning logged with its request id.
         httpx.post(
             f"{root}/v1/chat/completions",
