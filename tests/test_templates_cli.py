@@ -212,6 +212,23 @@ def test_import_skips_bad_files_and_imports_the_rest(tmp_path: Path) -> None:
     assert "letters, digits" in errors["unsafe.json"]
 
 
+def test_warm_at_80_columns_keeps_every_call_and_result_copyable_json(built: Path) -> None:
+    result = runner.invoke(
+        app, ["warm", "sample", "--task", "fix the failing parser test", "--no-record"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    calls = [line for line in lines if line.startswith("→ ")]
+    assert calls and any(len(line) > 80 for line in lines)  # long values stay on one line
+    for line in calls:  # → name({arguments})  [id]
+        json.loads(line[line.index("(") + 1 : line.rindex(")  [")])
+    after_tool = [lines[i + 1] for i, line in enumerate(lines[:-1]) if line == "tool"]
+    assert after_tool
+    for line in after_tool:
+        if line.startswith("{"):
+            json.loads(line)
+
+
 def test_delete(built: Path) -> None:
     assert run("templates", "delete", "sample").exit_code == 1  # no confirmation on empty stdin
     assert run("templates", "delete", "sample", "--yes").exit_code == 0

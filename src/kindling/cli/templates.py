@@ -110,9 +110,11 @@ def _warm_store(store: TemplateStore, name: str | None) -> TemplateStore:
 
 
 def _print_messages(messages: list[dict[str, Any]], *, system: str = "") -> None:
+    # Every value on lines of its own, never wrapped by us (the terminal wraps long ones): a call's
+    # arguments and a result stay valid JSON to copy at any width.
     if system:
         console.print("[bold magenta]system[/]")
-        console.print(system, markup=False, highlight=False)
+        console.print(system, markup=False, highlight=False, soft_wrap=True)
     for message in messages:
         role = message.get("role", "?")
         console.print(f"[bold cyan]{role}[/]")
@@ -121,24 +123,32 @@ def _print_messages(messages: list[dict[str, Any]], *, system: str = "") -> None
             for block in content:
                 kind = block.get("type")
                 if kind == "text":
-                    console.print(block.get("text", ""), markup=False, highlight=False)
+                    console.print(block.get("text", ""), markup=False, highlight=False, soft_wrap=True)
                 elif kind == "tool_use":
                     args = orjson.dumps(block.get("input", {})).decode()
                     console.print(
-                        f"→ {block.get('name')}({args})  [{block.get('id')}]", markup=False, highlight=False
+                        f"→ {block.get('name')}({args})  [{block.get('id')}]",
+                        markup=False,
+                        highlight=False,
+                        soft_wrap=True,
                     )
                 elif kind == "tool_result":
-                    console.print(f"← [{block.get('tool_use_id')}]", markup=False, highlight=False)
-                    console.print(str(block.get("content", "")), markup=False, highlight=False)
+                    console.print(
+                        f"← [{block.get('tool_use_id')}]", markup=False, highlight=False, soft_wrap=True
+                    )
+                    console.print(
+                        str(block.get("content", "")), markup=False, highlight=False, soft_wrap=True
+                    )
             continue
         if content:
-            console.print(str(content), markup=False, highlight=False)
+            console.print(str(content), markup=False, highlight=False, soft_wrap=True)
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             console.print(
                 f"→ {function.get('name')}({function.get('arguments')})  [{call.get('id')}]",
                 markup=False,
                 highlight=False,
+                soft_wrap=True,
             )
 
 
